@@ -1,0 +1,155 @@
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The zero-memory gate: poll GPU memory until every selected GPU is at or under a limit, else name the holders.
+
+Private to this collection. Used by gpu_memory_gate and, unchanged, by gpu_release.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
+    NvmlReader, SmiError, SmiReader, select)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
+
+# Mirrored by doc fragment gpuserve.sglang._gate.
+GATE_ARGS = dict(
+    gpus=dict(type='list', elements='int', default=[]),
+    expected_count=dict(type='int'),
+    max_used_mib=dict(type='int', default=0),
+    timeout=dict(type='float', default=30.0),
+    poll_interval=dict(type='float', default=0.05),
+    backend=dict(type='str', default='nvidia-smi', choices=['nvidia-smi', 'nvml']),
+    nvidia_smi=dict(type='str', default='nvidia-smi'),
+    nvidia_smi_timeout=dict(type='float', default=10.0),
+    name_holders=dict(type='bool', default=True),
+)
+
+# Proxmox: 0::/lxc/105/ns/...; upstream LXC: /lxc.payload.NAME, /lxc.payload/NAME; its monitor: /lxc.monitor.NAME.
+CGROUP_CT_RE = re.compile(r'(?:^|/)lxc(?:\.(payload|monitor))?[./]([^/\s]+)')
+
+
+class GateFailed(Exception):
+    """The gate did not pass (memory over the limit), or could not read (read_error); `result` goes with it."""
+
+    def __init__(self, msg, result, read_error=False):
+        super().__init__(msg)
+        self.msg, self.result, self.read_error = msg, result, read_error
+
+
+def container_of(pid, proc_root='/proc'):
+    """Where pid lives, from /proc/PID/cgroup: 'CT 105', 'the LXC monitor of CT 105', 'the host' or None."""
+    try:
+        with open(os.path.join(proc_root, str(pid), 'cgroup')) as f:
+            text = f.read()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        match = CGROUP_CT_RE.search(line.split(':', 2)[-1])
+        if match:
+            kind, name = match.groups()
+            return ('the LXC monitor of CT %s' if kind == 'monitor' else 'CT %s') % name
+    return 'the host'
+
+
+def describe(holder):
+    where = holder['container']
+    if where is None:
+        return 'pid %d (container unknown)' % holder['pid']
+    return 'pid %d %s %s' % (holder['pid'], 'on' if where == 'the host' else 'in', where)
+
+
+def poll(read, max_used_mib, timeout, interval, clock=time.monotonic, sleep=time.sleep, max_polls=None):
+    """Reads until no GPU is over max_used_mib, the timeout passes, or max_polls reads were made.
+
+    Returns within one interval (plus one read) of memory reaching the limit: the wait is the only sleep.
+    """
+    start = clock()
+    polls = 0
+    while True:
+        gpus, raw = read()
+        polls += 1
+        elapsed = clock() - start
+        over = [g for g in gpus if g['used_mib'] > max_used_mib]
+        if not over or polls == max_polls or elapsed >= timeout:
+            return dict(gpus=gpus, polls=polls, elapsed_s=round(elapsed, 4), passed=not over, raw=raw,
+                        over=over)
+        sleep(max(0.0, min(interval, timeout - elapsed)))
+
+
+def name_holders(reader, over, local, proc_root='/proc'):
+    """Compute apps on the GPUs still over the limit, each with the container it belongs to."""
+    uuids = dict((g['uuid'], g['index']) for g in over)
+    holders = []
+    for app in reader.apps():
+        if app['uuid'] in uuids:
+            holders.append(dict(gpu=uuids[app['uuid']], pid=app['pid'], used_mib=app['used_mib'],
+                                container=container_of(app['pid'], proc_root) if local else None))
+    return holders
+
+
+def failure_message(over, max_used_mib, holders):
+    parts = []
+    for gpu in over:
+        names = [describe(h) for h in holders if h['gpu'] == gpu['index']]
+        parts.append('GPU %d still holds %d MiB (limit %d): %s' % (
+            gpu['index'], gpu['used_mib'], max_used_mib, ', '.join(names) or 'no compute process listed'))
+    return '; '.join(parts)
+
+
+def make_reader(params, runner):
+    if params['backend'] == 'nvml':
+        if not runner.local:
+            raise SmiError('backend=nvml reads this host only: use backend=nvidia-smi with target=%s'
+                           % runner.target)
+        try:
+            import pynvml
+        except ImportError:
+            raise SmiError('backend=nvml needs nvidia-ml-py importable by the module interpreter; install it '
+                           'or use backend=nvidia-smi') from None
+        return NvmlReader(pynvml)
+    return SmiReader(runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
+
+
+def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.monotonic, sleep=time.sleep):
+    """Runs the gate described by params (GATE_ARGS + runner TARGET_ARGS). Returns the result when it passes,
+    raises GateFailed (with the result, or the raw output of a read that failed) when it does not."""
+    runner = Runner.from_params(module, params)
+    base = dict(backend=params['backend'], max_used_mib=params['max_used_mib'], polls=0, passed=False)
+    reader = None
+    try:
+        reader = make_reader(params, runner)
+
+        def read():
+            gpus, raw = reader.read()
+            return select(gpus, params['gpus'], params['expected_count'], raw), raw
+
+        # Check mode makes exactly one read and judges it.
+        res = poll(read, params['max_used_mib'], params['timeout'], params['poll_interval'], clock, sleep,
+                   max_polls=1 if check_mode else None)
+        over = res.pop('over')
+        base.update(res)
+        if res['passed']:
+            return base
+        holders = []
+        holder_note = ''
+        if params['name_holders']:
+            try:
+                smi = reader if isinstance(reader, SmiReader) else SmiReader(
+                    runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
+                holders = name_holders(smi, over, runner.local, proc_root)
+            except SmiError as exc:
+                holder_note = ' (holders unknown: %s)' % exc.msg
+        base['holders'] = holders
+        msg = 'gate %s after %d poll(s) in %.2f s: %s%s' % (
+            'read once (check mode)' if check_mode else 'timed out', base['polls'], base['elapsed_s'],
+            failure_message(over, params['max_used_mib'], holders), holder_note)
+        raise GateFailed(msg, base)
+    except SmiError as exc:
+        base.update(raw=exc.raw, rc=exc.rc, stderr=exc.stderr, cmd=exc.cmd)
+        raise GateFailed(exc.msg, base, read_error=True) from None
+    finally:
+        if reader is not None:
+            reader.close()

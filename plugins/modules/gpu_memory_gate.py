@@ -1,0 +1,154 @@
+#!/usr/bin/python
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: gpu_memory_gate
+short_description: Wait until GPU memory is free, or fail naming who holds it
+version_added: 0.1.0
+description:
+  - 'Polls GPU memory until every selected GPU reports at most O(max_used_mib) MiB C(memory.used), then passes;
+    after O(timeout) seconds it fails with a message such as
+    "GPU 3 still holds 81920 MiB (limit 0): pid 4242 in CT 105".'
+  - Replaces C(sleep 3 && nvidia-smi ...) and eyeballing zeros; it returns within one O(poll_interval) of the
+    memory reading zero.
+  - Fails closed. Unparseable or partial lines, C([N/A]) or C([Not Supported]) figures, a non-zero exit,
+    C(No devices were found), NVML or driver errors, another GPU count than O(expected_count), duplicate or
+    missing indexes and a hung C(nvidia-smi) each fail the task with the raw output and what to do.
+  - Read-only; never reports a change.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._target
+  - gpuserve.sglang._gate
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the gate reads exactly once and judges that read, without waiting.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+seealso:
+  - module: gpuserve.sglang.gpu_release
+author:
+  - gpuserve engineers
+'''
+
+EXAMPLES = r'''
+- name: Wait until all 8 GPUs of the host read 0 MiB
+  gpuserve.sglang.gpu_memory_gate:
+    expected_count: 8
+    timeout: 30
+
+- name: Check the two GPUs passed to CT 105, tolerating a little used memory
+  gpuserve.sglang.gpu_memory_gate:
+    gpus: [2, 3]
+    max_used_mib: 16
+  register: gate
+
+- name: Read through NVML (v2 memory info) instead of nvidia-smi
+  gpuserve.sglang.gpu_memory_gate:
+    backend: nvml
+    poll_interval: 0.01
+
+- name: Read with the nvidia-smi inside CT 101
+  gpuserve.sglang.gpu_memory_gate:
+    target: pct
+    vmid: 101
+'''
+
+RETURN = r'''
+gpus:
+  description: The checked GPUs as last read.
+  returned: when a read succeeded
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: GPU index as C(nvidia-smi) numbers it.
+      type: int
+    uuid:
+      description: GPU UUID.
+      type: str
+    used_mib:
+      description: C(memory.used) in MiB.
+      type: int
+    total_mib:
+      description: C(memory.total) in MiB.
+      type: int
+  sample: [{index: 0, uuid: GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7, used_mib: 0, total_mib: 143771}]
+passed:
+  description: Whether every checked GPU was at or under O(max_used_mib).
+  returned: always
+  type: bool
+polls:
+  description: How many reads were made.
+  returned: always
+  type: int
+  sample: 3
+elapsed_s:
+  description: Seconds from the first read to the last.
+  returned: when a read succeeded
+  type: float
+  sample: 0.112
+raw:
+  description: The last raw output read (C(nvidia-smi) stdout, or NVML figures in the same CSV form).
+  returned: always
+  type: str
+  sample: "0, GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7, 0, 143771\n"
+backend:
+  description: The backend that read, V(nvidia-smi) or V(nvml).
+  returned: always
+  type: str
+max_used_mib:
+  description: The limit applied.
+  returned: always
+  type: int
+holders:
+  description: Compute processes on the GPUs over the limit, when the gate failed on memory.
+  returned: on failure, when O(name_holders=true)
+  type: list
+  elements: dict
+  contains:
+    gpu:
+      description: GPU index.
+      type: int
+    pid:
+      description: PID as C(nvidia-smi) reports it (host PID namespace when read on the host).
+      type: int
+    used_mib:
+      description: Memory the process uses on that GPU, in MiB.
+      type: int
+    container:
+      description: V(CT 105), V(the host), V(the LXC monitor of CT 105), or V(null) when unknown.
+      type: str
+  sample: [{gpu: 3, pid: 4242, used_mib: 81920, container: CT 105}]
+rc:
+  description: Exit code of the C(nvidia-smi) call that failed.
+  returned: when a read failed
+  type: int
+stderr:
+  description: Standard error of the C(nvidia-smi) call that failed.
+  returned: when a read failed
+  type: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._gate import GATE_ARGS, GateFailed, run_gate
+from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import TARGET_ARGS, TARGET_REQUIRED_IF
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(**TARGET_ARGS, **GATE_ARGS), required_if=TARGET_REQUIRED_IF,
+                           supports_check_mode=True)
+    try:
+        module.exit_json(changed=False, **run_gate(module, module.params, module.check_mode))
+    except GateFailed as exc:
+        module.fail_json(msg=exc.msg, changed=False, **exc.result)
+
+
+if __name__ == '__main__':
+    main()

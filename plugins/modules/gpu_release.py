@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: gpu_release
+short_description: Stop the processes holding the GPUs inside one container, sparing monitoring, then gate
+version_added: 0.1.0
+description:
+  - Inside one target (this host, a Proxmox VE container through C(pct exec), or an LXC container through
+    C(lxc-attach)), and only there, it
+  - 1. sends SIGTERM to processes whose command line matches O(server_patterns);
+  - 2. waits up to O(grace) seconds for them to exit;
+  - 3. sends SIGKILL to the process groups of survivors (to the survivor alone when its group holds a process
+    that must not be killed) and to the parent of a server process left as a zombie;
+  - 4. lists what still holds a device node matching O(device_globs) (globs expanded from a directory listing,
+    then C(fuser PATH...)) and sends those processes SIGKILL, by PID;
+  - 5. runs the same gate as M(gpuserve.sglang.gpu_memory_gate), configured by O(gate).
+  - Never signals PID 1, the module itself or its ancestors, its own helper processes, O(exclude_pids), or a
+    process matching O(protected_patterns) or O(extra_protected_patterns). C(fuser -k /dev/nvidia*) would kill
+    monitoring daemons too; this module lists them under RV(skipped_protected) instead.
+  - Reports a change only when it killed something.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._target
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Lists in RV(killed) what would be signalled (server processes with V(TERM), device holders with
+        V(KILL)) and signals nothing. The gate reads once; memory still in use is reported, not a failure.
+  diff_mode:
+    support: full
+    details: The diff's C(before) lists the killed processes, one C(PID cmdline) a line; C(after) is empty.
+  platform:
+    support: full
+    platforms: posix
+requirements:
+  - In the target, C(ps) (procps), C(kill), C(ls) and C(fuser) (psmisc).
+options:
+  server_patterns:
+    description:
+      - Python regular expressions searched in each process's full command line (C(ps -o args)); a process
+        matching one is a server process to stop.
+      - The defaults match C(python -m sglang.launch_server), C(sglang serve) and the C(sglang::) titles
+        SGLang gives its workers (C(sglang::scheduler_TP0), C(sglang::detokenizer)).
+    type: list
+    elements: str
+    default: ['sglang\.launch_server', '(^|[\s/])sglang\s+serve(\s|$)', '^sglang::']
+  protected_patterns:
+    description:
+      - Regular expressions searched in each command line; a matching process is never signalled, even when it
+        matches O(server_patterns) or holds a device node. Replaces the defaults; see O(extra_protected_patterns)
+        to add to them.
+    type: list
+    elements: str
+    default: [nvidia-persistenced, nv-hostengine, dcgm, nvidia_gpu_exporter, node_exporter, prometheus]
+  extra_protected_patterns:
+    description:
+      - More protected regular expressions, added to O(protected_patterns).
+    type: list
+    elements: str
+    default: []
+  exclude_pids:
+    description:
+      - PIDs (in the target's PID namespace) never to signal.
+    type: list
+    elements: int
+    default: []
+  command_timeout:
+    description:
+      - Seconds any one command in the target (C(ps), C(kill), C(ls), C(fuser)) may run before coreutils
+        C(timeout) stops it; the module then fails, saying which command hung.
+    type: float
+    default: 30
+  grace:
+    description:
+      - Seconds server processes get to exit after SIGTERM before SIGKILL.
+    type: float
+    default: 15
+  grace_poll_interval:
+    description:
+      - Seconds between process listings while waiting out O(grace).
+    type: float
+    default: 0.05
+  device_globs:
+    description:
+      - Device nodes whose holders are killed after the server processes. Absolute paths, shell wildcards in
+        the last part only; directories are skipped.
+    type: list
+    elements: str
+    default: ['/dev/nvidia*']
+  kill_device_holders:
+    description:
+      - Whether to kill what still holds a O(device_globs) node (step 4). V(false) skips that step.
+    type: bool
+    default: true
+  gate:
+    description:
+      - The zero-memory gate run last. Its options are those of M(gpuserve.sglang.gpu_memory_gate), plus
+        O(gate.enabled). It reads where O(gate.target) says, by default on the host the module runs on (where
+        C(nvidia-smi) sees every GPU), not in O(target).
+    type: dict
+    suboptions:
+      enabled:
+        description: Whether to run the gate.
+        type: bool
+        default: true
+      target:
+        description: Where C(nvidia-smi) runs; see O(target).
+        type: str
+        choices: [local, pct, lxc]
+        default: local
+      vmid:
+        description: Container id when O(gate.target=pct).
+        type: int
+      container_name:
+        description: Container name when O(gate.target=lxc).
+        type: str
+      gpus:
+        description: GPU indexes to check; empty checks every GPU.
+        type: list
+        elements: int
+        default: []
+      expected_count:
+        description: How many GPUs C(nvidia-smi) must list; any other count fails.
+        type: int
+      max_used_mib:
+        description: Highest C(memory.used) (MiB) each GPU may report.
+        type: int
+        default: 0
+      timeout:
+        description: Seconds to poll before failing.
+        type: float
+        default: 30
+      poll_interval:
+        description: Seconds between reads.
+        type: float
+        default: 0.05
+      backend:
+        description: V(nvidia-smi), or V(nvml) (v2 memory info, O(gate.target=local) only).
+        type: str
+        choices: [nvidia-smi, nvml]
+        default: nvidia-smi
+      nvidia_smi:
+        description: Path or name of C(nvidia-smi).
+        type: str
+        default: nvidia-smi
+      nvidia_smi_timeout:
+        description: Seconds one C(nvidia-smi) call may take.
+        type: float
+        default: 10
+      name_holders:
+        description: On failure, name the processes still holding memory and their containers.
+        type: bool
+        default: true
+seealso:
+  - module: gpuserve.sglang.gpu_memory_gate
+author:
+  - gpuserve engineers
+'''
+
+EXAMPLES = r'''
+- name: Stop SGLang in CT 101 and wait for all 8 GPUs of the host to read 0 MiB
+  gpuserve.sglang.gpu_release:
+    target: pct
+    vmid: 101
+    gate:
+      expected_count: 8
+  register: release
+
+- name: Show what would be killed, killing nothing
+  gpuserve.sglang.gpu_release:
+    target: pct
+    vmid: 101
+  check_mode: true
+
+- name: On a plain GPU host, keep a custom exporter alive and give the server 30 s
+  gpuserve.sglang.gpu_release:
+    grace: 30
+    extra_protected_patterns: ['my_gpu_probe']
+    gate:
+      gpus: [0, 1, 2, 3]
+      backend: nvml
+
+- name: Inside an LXC container by name, without the gate
+  gpuserve.sglang.gpu_release:
+    target: lxc
+    container_name: sglang-a
+    gate:
+      enabled: false
+'''
+
+RETURN = r'''
+killed:
+  description: Processes signalled, in order (in check mode, those that would be).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid:
+      description: PID in the target's PID namespace.
+      type: int
+    cmdline:
+      description: Its command line.
+      type: str
+    signal:
+      description: V(TERM) or V(KILL).
+      type: str
+    reason:
+      description: Why, e.g. V(matches a server pattern), V(survived SIGTERM), V(holds /dev/nvidia0 ...).
+      type: str
+  sample: [{pid: 812, cmdline: "sglang::scheduler_TP0", signal: TERM, reason: matches a server pattern}]
+skipped_protected:
+  description: Processes that matched a server pattern or held a device node but were spared, with the reason
+    (V(protected), V(PID 1), V(excluded), V(this module, its ancestors or its helpers)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pid: 77, cmdline: /usr/bin/nvidia-persistenced, reason: protected}]
+device_paths:
+  description: Device nodes whose holders were listed.
+  returned: always
+  type: list
+  elements: str
+  sample: [/dev/nvidia0, /dev/nvidia-uvm, /dev/nvidiactl]
+gate:
+  description: The gate's result, as M(gpuserve.sglang.gpu_memory_gate) returns it; V(null) when disabled.
+  returned: always
+  type: dict
+  sample: {passed: true, polls: 2, elapsed_s: 0.061, gpus: [{index: 0, used_mib: 0, total_mib: 143771}]}
+timings:
+  description: Seconds spent in each phase.
+  returned: always
+  type: dict
+  contains:
+    term_s:
+      description: Listing, SIGTERM and the grace wait.
+      type: float
+    kill_s:
+      description: SIGKILL to survivors and zombies' parents.
+      type: float
+    holders_s:
+      description: Listing device holders and killing them.
+      type: float
+    gate_s:
+      description: The gate.
+      type: float
+  sample: {term_s: 0.21, kill_s: 0.0, holders_s: 0.02, gate_s: 0.03}
+kill_to_pass_s:
+  description: Seconds from the first signal sent to the gate passing; V(null) when nothing was signalled or
+    the gate did not run.
+  returned: always
+  type: float
+  sample: 0.26
+target:
+  description: Where the processes were handled, e.g. V(CT 101) or V(this host).
+  returned: always
+  type: str
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._release import RELEASE_ARGS, Release, ReleaseError
+from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import TARGET_ARGS, TARGET_REQUIRED_IF
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(**TARGET_ARGS, **RELEASE_ARGS), required_if=TARGET_REQUIRED_IF,
+                           supports_check_mode=True)
+    try:
+        module.exit_json(**Release(module, module.params).run())
+    except ReleaseError as exc:
+        module.fail_json(msg=exc.msg, **(exc.result or {}))
+
+
+if __name__ == '__main__':
+    main()
