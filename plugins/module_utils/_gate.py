@@ -65,17 +65,22 @@ def poll(read, max_used_mib, timeout, interval, clock=time.monotonic, sleep=time
     """Reads until no GPU is over max_used_mib, the timeout passes, or max_polls reads were made.
 
     Returns within one interval (plus one read) of memory reaching the limit: the wait is the only sleep.
+    clear_at_s says when each GPU first read at or under the limit (per-GPU release times).
     """
     start = clock()
     polls = 0
+    clear_at = {}  # GPU index -> seconds into the gate of its first read at or under the limit
     while True:
         gpus, raw = read()
         polls += 1
         elapsed = clock() - start
         over = [g for g in gpus if g['used_mib'] > max_used_mib]
+        for gpu in gpus:
+            if gpu['used_mib'] <= max_used_mib:
+                clear_at.setdefault(gpu['index'], round(elapsed, 4))
         if not over or polls == max_polls or elapsed >= timeout:
             return dict(gpus=gpus, polls=polls, elapsed_s=round(elapsed, 4), passed=not over, raw=raw,
-                        over=over)
+                        over=over, clear_at_s=clear_at)
         sleep(max(0.0, min(interval, timeout - elapsed)))
 
 

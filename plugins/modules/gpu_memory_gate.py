@@ -93,6 +93,14 @@ elapsed_s:
   returned: when a read succeeded
   type: float
   sample: 0.112
+clear_at_s:
+  description:
+    - Per-GPU release times, seconds into the gate of each GPU's first read at or under O(max_used_mib),
+      keyed by GPU index. A GPU still over the limit is absent.
+  returned: when a read succeeded
+  type: dict
+  version_added: 0.1.0
+  sample: {"0": 0.0, "3": 0.162}
 raw:
   description: The last raw output read (C(nvidia-smi) stdout, or NVML figures in the same CSV form).
   returned: always

@@ -77,6 +77,26 @@ def test_returns_within_one_interval_of_zero():
     assert res['elapsed_s'] - zero_at <= 0.05 + 0.02 + 1e-9
     assert res['polls'] == len(module.calls) == 4  # reads end at 0.02, 0.09, 0.16 (busy), 0.23 (free)
     assert all(s == 0.05 for s in clock.slept)
+    assert res['clear_at_s'] == {0: res['elapsed_s']}
+
+
+def test_clear_at_records_each_gpus_first_zero_read():
+    clock = Clock(cost=0.02)
+    reads = iter([
+        '0, GPU-a, 500, 143771\n1, GPU-b, 0, 143771\n',
+        '0, GPU-a, 500, 143771\n1, GPU-b, 700, 143771\n',  # GPU 1 busy again: its first clear read stands
+        '0, GPU-a, 0, 143771\n1, GPU-b, 0, 143771\n',
+    ])
+
+    class Two(Smi):
+        def run_command(self, argv, **kwargs):
+            self.calls.append(argv)
+            self.clock.now += self.clock.cost
+            return 0, next(reads), ''
+
+    res = run(Two(clock), clock, poll_interval=0.05)
+    assert res['passed'] and res['polls'] == 3
+    assert res['clear_at_s'] == {1: 0.02, 0: res['elapsed_s']}  # first read ends at 0.02
 
 
 def test_timeout_names_holders_in_containers(tmp_path):
