@@ -14,12 +14,15 @@
 #      ANSIBLE_PLAYBOOK  the ansible-playbook command (default: on PATH, else "$PYTHON -m ansible.cli.playbook");
 #                        ansible-core may come from wheels on PYTHONPATH (e.g. /tmp/site)
 #      HOLD_GIB (100), OUT (/tmp/out)
+#      NGPUS (1): one holder per GPU 0..NGPUS-1 (titled sglang::scheduler_TP<i>); the gate checks all of them and
+#                 reports per-GPU release times (clear_at_s)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-/tmp/out}
 HOLD_GIB=${HOLD_GIB:-100}
+NGPUS=${NGPUS:-1}
 PYBIN=$(command -v "${PYTHON:-python3}")
 DRY=false
 [ "${1:-}" = --dry-run ] && DRY=true
@@ -63,9 +66,13 @@ start_holder() {
     say "holder '$title' pid $HOLDER: $(cat "$ready")"
 }
 
-smi_used() { "$NVIDIA_SMI" --query-gpu=memory.used --format=csv,noheader,nounits -i 0; }
+# The least memory.used over GPUs 0..NGPUS-1.
+smi_used() {
+    "$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader,nounits |
+        awk -F', ' -v n="$NGPUS" '$1 < n { if (min == "" || $2 < min) min = $2 } END { print min + 0 }'
+}
 
-wait_used() {  # until GPU 0 shows at least $1 MiB
+wait_used() {  # until every measured GPU shows at least $1 MiB
     local t=0
     until [ "$(smi_used)" -ge "$1" ]; do
         sleep 0.2; t=$((t + 1)); [ $t -lt 300 ] || { say "memory.used stayed under $1 MiB"; exit 1; }
@@ -122,21 +129,27 @@ say "machine: $("$NVIDIA_SMI" --query-gpu=name,driver_version,memory.total --for
 [ "$(smi_used)" -eq 0 ] || { say "GPU 0 is not idle: $(smi_used) MiB used; refusing to measure"; exit 1; }
 
 start_holder nvidia_gpu_exporter "$OUT/exporter.ready" nvml; exporter=$HOLDER
-start_holder sglang::scheduler_TP0 "$OUT/server.ready" "$HOLD_GIB"; server=$HOLDER
-wait_used $((HOLD_GIB * 1024 * 9 / 10)); say "GPU 0 memory.used $(smi_used) MiB"
+start_servers() {  # one holder per GPU, as SGLang's TP workers
+    SERVERS=()
+    for ((i = 0; i < NGPUS; i++)); do
+        CUDA_VISIBLE_DEVICES=$i start_holder "sglang::scheduler_TP$i" "$OUT/$1$i.ready" "$HOLD_GIB"
+        SERVERS+=("$HOLDER")
+    done
+    wait_used $((HOLD_GIB * 1024 * 9 / 10)); say "$NGPUS GPU(s) hold at least $(smi_used) MiB each"
+}
+start_servers server
 
 play check true
-alive "$server" || { say "FAIL: check mode killed the holder"; exit 1; }
+for s in "${SERVERS[@]}"; do alive "$s" || { say "FAIL: check mode killed holder $s"; exit 1; }; done
 play release false
-alive "$server" && { say "FAIL: holder survived gpu_release"; exit 1; }
+for s in "${SERVERS[@]}"; do alive "$s" && { say "FAIL: holder $s survived gpu_release"; exit 1; }; done
 exporter_ok=false; alive "$exporter" && exporter_ok=true
 play again false
 
 say "the story's way: kill, sleep 3, one nvidia-smi"
-start_holder sglang::scheduler_TP0 "$OUT/story.ready" "$HOLD_GIB"; server=$HOLDER
-wait_used $((HOLD_GIB * 1024 * 9 / 10))
+start_servers story
 fuser_v=$(fuser -v /dev/nvidia* 2>&1 || true)
-t0=$(now); kill -TERM "$server"; sleep 3
+t0=$(now); kill -TERM "${SERVERS[@]}"; sleep 3
 reading=$("$NVIDIA_SMI" --query-gpu=index,memory.used --format=csv,noheader,nounits); story_s=$(since "$t0")
 fuser_lists_exporter=false; grep -qw "$exporter" <<<"$fuser_v" && fuser_lists_exporter=true
 "$PYBIN" - "$OUT/story.json" "$story_s" "$reading" "$exporter_ok" "$fuser_lists_exporter" <<'PY'

@@ -26,6 +26,7 @@ def main(out):
             res.get('failed', False), res['changed'], [(k['pid'], k['signal'], k['cmdline'][:40]) for k in res['killed']]))
         rows.append('  skipped_protected=%s' % [(s['pid'], s['reason'], s['cmdline'][:40]) for s in res['skipped_protected']])
         rows.append('  timings=%s gate polls=%s gate elapsed_s=%s' % (res['timings'], gate.get('polls'), gate.get('elapsed_s')))
+        rows.append('  per-GPU first zero read, s into the gate: %s' % gate.get('clear_at_s'))
         nvml = release.get('nvml_gate') or {}
         if nvml and not nvml.get('skipped'):
             rows.append('  NVML v2 read after: passed=%s raw=%r msg=%s' % (nvml.get('passed'), nvml.get('raw'), nvml.get('msg', '')))
