@@ -1,0 +1,255 @@
+"""The proxmox_container role and rebuild_container.yml against fakepve (lab/pve_api.py), driven by ansible-runner.
+
+fakepve checks every call against the PVE 9 schema. Its own instance (free port, temporary state) with a stub in
+place of lab/lab, the PVE host reached with the local connection, GPUs as files (the lab's SIMULATED kind) and a
+`pct` that hands config/set/status to fakepve as root, like the lab's. vmid 9101 is no real lab container's.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+ansible_runner = pytest.importorskip('ansible_runner')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PVE_API = os.path.join(ROOT, 'lab', 'pve_api.py')
+VENV_BIN = os.path.dirname(sys.executable)
+VMID = 9101
+HOST = 'ct{0}'.format(VMID)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def cli(state, *args):
+    out = subprocess.run([sys.executable, PVE_API, args[0], '--state-dir', state] + list(args[1:]),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('prov')
+    state = str(tmp / 'state')
+    (tmp / 'calls').write_text('')
+    stub = tmp / 'lab'
+    stub.write_text('#!/bin/sh\necho "$1 $2" >> {0}/calls\necho "stub did $1 $2"\n'.format(tmp))
+    pct = tmp / 'pct'
+    pct.write_text('#!/bin/sh\nexec {0} {1} pct --state-dir {2} "$@"\n'.format(sys.executable, PVE_API, state))
+    smi = tmp / 'nvidia-smi'
+    smi.write_text('#!/bin/sh\n# GPUSERVE-LAB-SIMULATED\nfor i in 0 1 2 3 4 5 6 7; do echo 580.159.04; done\n')
+    for f in (stub, pct, smi):
+        f.chmod(0o755)
+    gpus = tmp / 'gpus'
+    gpus.mkdir()
+    for name in ['nvidia%d' % i for i in range(8)] + ['nvidiactl', 'nvidia-uvm', 'nvidia-uvm-tools']:
+        (gpus / name).write_text('')
+    (tmp / 'models').mkdir()
+    port = free_port()
+    cli(state, 'start', '--port', str(port), '--lab-script', str(stub), '--seed', '9999')
+    inventory = {'all': {
+        'vars': {'ansible_python_interpreter': sys.executable},
+        'children': {
+            'pve': {'hosts': {'lab-pve': {'ansible_connection': 'local'}}},
+            'sglang': {'hosts': {HOST: {
+                'ansible_connection': 'local', 'proxmox_vmid': VMID, 'gpuserve_pve_host': 'lab-pve',
+                'proxmox_container_credentials_file': os.path.join(state, 'credentials.yml'),
+                'proxmox_container_gpu_device_root': str(gpus), 'proxmox_container_pct_path': str(pct),
+                'proxmox_container_models_host_path': str(tmp / 'models'),
+                'proxmox_container_nvidia_smi': str(smi), 'proxmox_container_rootfs_size_gb': 8,
+                'proxmox_container_memory_mb': 4096, 'proxmox_container_cores': 2,
+                'proxmox_container_task_timeout': 8, 'proxmox_container_lock_retry_delay': 0.5,
+                'proxmox_container_lock_retries': 2}}}}}}
+    (tmp / 'inventory.json').write_text(json.dumps(inventory))
+    (tmp / 'provision.yml').write_text(
+        '- name: Provision\n  hosts: sglang\n  gather_facts: false\n  roles:\n'
+        '    - gpuserve.sglang.proxmox_container\n')
+    from proxmoxer import ProxmoxAPI
+    creds = json.load(open(os.path.join(state, '.credentials.json')))
+    prox = ProxmoxAPI('127.0.0.1', port=port, user='root@pam', password=creds['api_password'],
+                      verify_ssl=creds['ca_path'])
+    yield dict(tmp=tmp, state=state, creds=creds, prox=prox, ct=prox.nodes('lab-pve').lxc(VMID), pct=str(pct))
+    cli(state, 'stop')
+
+
+def play(lab, playbook, verbosity=0, **extravars):
+    """Run a playbook; returns (runner, failures {task: msg}, stdout)."""
+    env = {'ANSIBLE_CONFIG': os.path.join(ROOT, 'ansible.cfg'), 'PATH': VENV_BIN + ':' + os.environ['PATH'],
+           'ANSIBLE_FORCE_COLOR': '0', 'ANSIBLE_NOCOLOR': '1'}
+    private = lab['tmp'] / ('runner-%d' % len(list(lab['tmp'].glob('runner-*'))))
+    private.mkdir()
+    r = ansible_runner.run(private_data_dir=str(private), playbook=playbook,
+                           inventory=str(lab['tmp'] / 'inventory.json'), extravars=extravars, verbosity=verbosity,
+                           envvars=env, quiet=True, project_dir=ROOT)
+    events = list(r.events)
+    failures = dict((e['event_data'].get('task'), e['event_data']['res'].get('msg', ''))
+                    for e in events if e['event'] == 'runner_on_failed' and not e['event_data'].get('ignore_errors'))
+    with open(os.path.join(str(private), 'artifacts', r.config.ident, 'stdout')) as out:
+        stdout = out.read()
+    return r, failures, stdout, events
+
+
+def changed_tasks(events):
+    return [e['event_data']['task'] for e in events if e['event'] == 'runner_on_ok' and e['event_data']['res'].get('changed')]
+
+
+def provision(lab, **kw):
+    return play(lab, str(lab['tmp'] / 'provision.yml'), **kw)
+
+
+def calls(lab):
+    return (lab['tmp'] / 'calls').read_text().split('\n')[:-1]
+
+
+def test_first_run_creates_second_run_changes_nothing(lab):
+    r, failures, out, events = provision(lab)
+    assert r.rc == 0, (failures, out[-3000:])
+    assert 'Create or update the container (community.proxmox)' in changed_tasks(events)
+    assert 'Pass the GPU device nodes (devN)' in changed_tasks(events)
+    cfg = lab['ct'].config.get()
+    assert cfg['mp0'].startswith(str(lab['tmp'] / 'models') + ',mp=/models')
+    assert [cfg['dev%d' % i] for i in range(11)][:2] == ['/dev/nvidia0,mode=0666', '/dev/nvidia1,mode=0666']
+    assert cfg['tags'] == 'gpuserve' and cfg['cmode'] == 'tty'
+    assert lab['ct'].status.current.get()['status'] == 'running'
+    assert calls(lab) == ['ct-create {0}'.format(VMID), 'ct-start {0}'.format(VMID)]
+    facts = [e['event_data']['res'] for e in events if e['event'] == 'runner_on_ok'
+             and e['event_data']['task'] == 'Record the host driver version for the userspace role']
+    assert facts[0]['ansible_facts']['proxmox_container_host_driver_version'] == '580.159.04'
+    r, failures, out, events = provision(lab)
+    assert r.rc == 0 and changed_tasks(events) == [], changed_tasks(events)
+    assert r.stats['changed'] == {}
+
+
+def test_secrets_never_appear_even_at_vvv(lab):
+    r, failures, out, events = provision(lab, verbosity=3)
+    assert r.rc == 0, failures
+    assert '-vvv' in out or 'ESTABLISH LOCAL CONNECTION' in out
+    blob = out + json.dumps(events)
+    for key in ('api_password', 'api_token_secret'):
+        assert lab['creds'][key] not in blob, key
+
+
+def test_token_is_refused_for_devn_after_a_grant_and_pct_is_used(lab):
+    lab['ct'].config.put(delete='dev10')
+    cli(lab['state'], 'grant', 'auditor@pve', '/', 'VM.Audit')
+    try:
+        playbook = lab['tmp'] / 'token.yml'
+        playbook.write_text("""
+- hosts: lab-pve
+  gather_facts: false
+  vars:
+    c: "{{ lookup('ansible.builtin.file', '%s/.credentials.json') | from_json }}"
+  tasks:
+    - name: devN with an API token through the API
+      gpuserve.sglang.proxmox_lxc_gpu: &gpu
+        vmid: %d
+        node: lab-pve
+        device_root: %s
+        mode: "0666"
+        method: api
+        api_host: "{{ c.api_host }}"
+        api_port: "{{ c.api_port }}"
+        api_user: root@pam
+        api_token_id: "{{ c.api_token_id }}"
+        api_token_secret: "{{ c.api_token_secret }}"
+        ca_path: "{{ c.ca_path }}"
+        pct_path: %s
+      ignore_errors: true
+      register: api
+    - name: devN with an API token, method auto
+      gpuserve.sglang.proxmox_lxc_gpu:
+        <<: *gpu
+        method: auto
+      register: auto
+    - name: Show
+      ansible.builtin.assert:
+        that:
+          - api is failed
+          - "'only allowed for root@pam' in api.msg"
+          - "'root@pam with a password' in api.msg"
+          - auto is changed
+          - auto.method == 'pct'
+""" % (lab['state'], VMID, lab['tmp'] / 'gpus', lab['pct']))
+        r, failures, out, events = play(lab, str(playbook))
+        assert r.rc == 0, (failures, out[-3000:])
+        assert lab['ct'].config.get()['dev10'] == '/dev/nvidia-uvm-tools,mode=0666'
+    finally:
+        cli(lab['state'], 'fault', 'clear', '--acl')
+
+
+def test_locked_container_is_retried_then_fails_clearly(lab):
+    cli(lab['state'], 'fault', 'lock', str(VMID))
+    try:
+        r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    finally:
+        cli(lab['state'], 'fault', 'unlock', str(VMID))
+    assert r.rc != 0
+    msg = failures['Pass the GPU device nodes (devN)']
+    assert 'CT is locked (backup)' in msg and 'still locked after 3 attempts' in msg
+    assert lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0666'
+
+
+def test_task_ending_in_error_fails_with_its_reason(lab):
+    cli(lab['state'], 'pct', 'stop', str(VMID))
+    cli(lab['state'], 'fault', 'start-error', str(VMID), 'lab: injected start failure')
+    try:
+        r, failures, out, events = provision(lab)
+    finally:
+        cli(lab['state'], 'fault', 'clear')
+    assert r.rc != 0
+    msg = failures['Fail with PVE\'s reason']
+    assert 'Starting CT {0} failed'.format(VMID) in msg and 'lab: injected start failure' in msg
+
+
+def test_slow_task_hits_the_bounded_wait(lab):
+    cli(lab['state'], 'fault', 'slow', str(VMID), '--op', 'start', '--secs', '8')
+    try:
+        r, failures, out, events = provision(lab, proxmox_container_task_timeout=3)
+    finally:
+        cli(lab['state'], 'fault', 'clear')
+        # The task goes on in PVE after the bounded wait; let it finish before the next test.
+        deadline = time.time() + 30
+        while time.time() < deadline and any(
+                t.get('status') is None for t in lab['prox'].nodes('lab-pve').tasks.get(vmid=VMID)):
+            time.sleep(0.5)
+    assert r.rc != 0
+    msg = failures['Fail with PVE\'s reason']
+    assert 'Reached timeout while waiting for VM to start' in msg and 'vzstart' in msg
+
+
+def test_rebuild_refuses_without_matching_confirmation(lab):
+    before = calls(lab)
+    for extra in ({}, {'rebuild_confirm': '101'}):
+        r, failures, out, events = play(lab, os.path.join(ROOT, 'playbooks', 'rebuild_container.yml'), **extra)
+        assert r.rc != 0
+        assert 'Refusing to rebuild CT {0}'.format(VMID) in failures['Refuse without a matching confirmation']
+        assert '-e rebuild_confirm={0}'.format(VMID) in failures['Refuse without a matching confirmation']
+    assert calls(lab) == before
+
+
+def test_rebuild_destroys_recreates_and_the_models_survive(lab):
+    weights = lab['tmp'] / 'models' / 'kimi-k2.5' / 'model-00001.safetensors'
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    weights.write_text('weights')
+    # Stopped, so no SGLang runs and gpu_release is skipped (it is exercised in the real lab).
+    if lab['ct'].status.current.get()['status'] == 'running':
+        cli(lab['state'], 'pct', 'stop', str(VMID))
+    before = len(calls(lab))
+    r, failures, out, events = play(lab, os.path.join(ROOT, 'playbooks', 'rebuild_container.yml'),
+                                    rebuild_confirm=str(VMID))
+    assert r.rc == 0, (failures, out[-3000:])
+    assert calls(lab)[before:] == ['ct-destroy {0}'.format(VMID), 'ct-create {0}'.format(VMID),
+                                   'ct-start {0}'.format(VMID)]
+    assert weights.read_text() == 'weights'
+    assert lab['ct'].config.get()['mp0'].startswith(str(lab['tmp'] / 'models'))
+    assert lab['ct'].status.current.get()['status'] == 'running'
