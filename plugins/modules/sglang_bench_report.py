@@ -1,0 +1,158 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuserve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_bench_report
+short_description: Judge an SGLang A/B benchmark and write its report (JSON, Markdown, PNG chart)
+version_added: "0.1.0"
+description:
+  - Computes the verdict over the measured runs - median and spread per arm, speedup against the two adjacent
+    fresh baselines, invalid when those baselines drift more than O(drift_pct), a GPU showed a throttle reason,
+    requests failed, or the SGLang commit, tree or worker NCCL environment was not the same everywhere.
+  - Writes C(results.json), C(report.md) and C(chart.png) (a dependency-free PNG of tok/s per visit with min-max
+    whiskers) into O(dest), then decodes the PNG it wrote to prove it opens.
+  - Meant for the controller, delegated to C(localhost).
+author:
+  - gpuserve contributors
+options:
+  dest:
+    description: Report directory; created if missing.
+    type: path
+    required: true
+  runs:
+    description: Measured runs as the sglang_benchmark role records them.
+    type: list
+    elements: dict
+    required: true
+  visits:
+    description: The schedule from the P(gpuserve.sglang.bench_plan#filter) filter.
+    type: list
+    elements: dict
+    required: true
+  drift_pct:
+    description: Largest allowed difference between the two baselines around a variant, in percent.
+    type: float
+    default: 3.0
+  min_speedup_pct:
+    description: Smallest speedup over the adjacent baselines for an arm to be accepted, in percent.
+    type: float
+    default: 3.0
+  throttle_reasons:
+    description: Clock event reasons that invalidate a comparison.
+    type: list
+    elements: str
+    default: [sw_power_cap, hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown]
+  decision_concurrency:
+    description: Concurrency whose figures decide; default the lowest measured.
+    type: int
+  require_clean_tree:
+    description: A dirty SGLang tree invalidates the benchmark.
+    type: bool
+    default: true
+  meta:
+    description: Free-form facts recorded in the report (timestamp, client, dataset, host, ...).
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the verdict is computed and nothing is written.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Judge and report
+  gpuserve.sglang.sglang_bench_report:
+    dest: "artifacts/benchmark/{{ ts }}"
+    runs: "{{ runs }}"
+    visits: "{{ visits }}"
+  delegate_to: localhost
+  run_once: true
+  register: report
+"""
+
+RETURN = r"""
+verdict:
+  description: valid, winner (V(null) when invalid), best_valid_arm, summary, problems, arms, comparisons, visits.
+  returned: always
+  type: dict
+files:
+  description: Paths written (json, markdown, png).
+  returned: success
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, verdict
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_png import decode_png
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_report import (
+    build_document,
+    render_json,
+    render_markdown,
+    render_png,
+)
+
+
+def write_report(module):
+    p = module.params
+    try:
+        result = verdict(p["runs"], p["visits"], drift_pct=p["drift_pct"], min_speedup_pct=p["min_speedup_pct"],
+                         throttle_reasons=p["throttle_reasons"], decision_concurrency=p["decision_concurrency"],
+                         require_clean_tree=p["require_clean_tree"])
+    except (BenchError, KeyError, TypeError) as exc:
+        module.fail_json(msg="cannot judge the runs: %s" % exc)
+    files = {k: os.path.join(p["dest"], n) for k, n in (("json", "results.json"), ("markdown", "report.md"),
+                                                         ("png", "chart.png"))}
+    meta = dict(p["meta"], json="results.json", chart="chart.png")
+    payload = {
+        "json": render_json(build_document(result, p["runs"], p["visits"], meta)).encode("utf-8"),
+        "markdown": render_markdown(result, p["runs"], meta).encode("utf-8"),
+        "png": render_png(result),
+    }
+    decode_png(payload["png"])  # a chart that does not decode is a bug, not a report
+    if module.check_mode:
+        module.exit_json(changed=False, verdict=result, files=files)
+    os.makedirs(p["dest"], exist_ok=True)
+    changed = False
+    for key, path in files.items():
+        old = None
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                old = f.read()
+        if old != payload[key]:
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(payload[key])
+            os.replace(tmp, path)
+            changed = True
+    module.exit_json(changed=changed, verdict=result, files=files)
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        dest=dict(type="path", required=True),
+        runs=dict(type="list", elements="dict", required=True),
+        visits=dict(type="list", elements="dict", required=True),
+        drift_pct=dict(type="float", default=3.0),
+        min_speedup_pct=dict(type="float", default=3.0),
+        throttle_reasons=dict(type="list", elements="str",
+                              default=["sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                                       "hw_power_brake_slowdown"]),
+        decision_concurrency=dict(type="int"),
+        require_clean_tree=dict(type="bool", default=True),
+        meta=dict(type="dict", default={}),
+    ), supports_check_mode=True)
+    write_report(module)
+
+
+if __name__ == "__main__":
+    main()

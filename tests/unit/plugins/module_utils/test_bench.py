@@ -1,0 +1,305 @@
+"""Verdict, drift, throttle, plan and parser logic of the benchmark (plugins/module_utils/_bench.py)."""
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nvidia-smi-h200")
+
+SERVER_ARGS = {
+    "model_path": "/models/kimi",
+    "tp_size": 8,
+    "port": 30000,
+    "max_running_requests": 64,
+    "speculative_algorithm": "EAGLE3",
+    "speculative_draft_model_path": "/models/kimi-eagle3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+}
+EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/kimi-eagle3",
+         "speculative_eagle_topk": 1}
+ARMS = [
+    {"name": "eagle3-s2", "args": dict(EAGLE, speculative_num_steps=2, speculative_num_draft_tokens=3)},
+    {"name": "eagle3-s3", "args": dict(EAGLE, speculative_num_steps=3, speculative_num_draft_tokens=4)},
+]
+IDLE_GPU = "0, 1980, 3201, 36, 89.37, 0x0000000000000000, P0\n1, 1980, 3201, 37, 91.00, 0x0000000000000000, P0\n"
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+# ------------------------------------------------------------------ plan
+
+
+def test_plan_interleaves_fresh_baselines_and_forces_equal_max_running_requests():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
+    assert [v["arm"] for v in visits] == ["baseline", "eagle3-s2", "baseline", "eagle3-s3", "baseline"]
+    assert [v["index"] for v in visits] == [0, 1, 2, 3, 4]
+    assert {v["args"]["max_running_requests"] for v in visits} == {48}
+    base = visits[0]["args"]
+    assert all(base[k] is None for k in b.SPECULATIVE_KEYS), base  # null drops the sglang_server base flag
+    assert visits[1]["args"]["speculative_draft_model_path"] == "/models/kimi-eagle3"
+    assert base["model_path"] == "/models/kimi" and base["tp_size"] == 8
+    assert visits[1]["args"]["speculative_num_steps"] == 2
+    assert visits[3]["args"]["speculative_num_draft_tokens"] == 4
+
+
+def test_plan_rounds_repeat_the_interleave():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48, rounds=2)
+    assert [v["arm"][0] for v in visits] == list("bebebebeb")
+    assert visits[-1]["round"] == 2
+
+
+@pytest.mark.parametrize("arms,mrr,msg", [
+    ([], 48, "at least one"),
+    ([{"name": "x", "args": {"max_running_requests": 16}}], 48, "every arm must run with 48"),
+    ([{"name": "baseline"}], 48, "reserved"),
+    ([{"name": "a"}, {"name": "a"}], 48, "reserved or repeated"),
+    ([{"name": "a b"}], 48, "letters"),
+    ([{"name": "a"}], 0, ">= 1"),
+    ([{"name": "a"}], "many", "integer"),
+])
+def test_plan_rejects(arms, mrr, msg):
+    with pytest.raises(b.BenchError, match=msg):
+        b.plan_arms(SERVER_ARGS, arms, mrr)
+
+
+def test_plan_refuses_a_speculative_baseline():
+    with pytest.raises(b.BenchError, match="baseline must not be speculative"):
+        b.plan_arms(SERVER_ARGS, ARMS, 48, baseline_args={"speculative_algorithm": "EAGLE3"})
+
+
+# ------------------------------------------------------------------ JSONL
+
+
+def _record(**kw):
+    rec = {"backend": "sglang", "dataset_name": "random", "completed": 8, "output_throughput": 91.5,
+           "mean_tpot_ms": 10.9, "accept_length": 2.7, "max_concurrency": 1, "random_input_len": 256,
+           "random_output_len": 128, "random_range_ratio": 1.0, "duration": 11.2, "median_tpot_ms": 10.8}
+    rec.update(kw)
+    return json.dumps(rec)
+
+
+def test_jsonl_takes_the_last_appended_line():
+    text = _record(output_throughput=50.0) + "\n" + _record(output_throughput=91.5) + "\n\n"
+    m = b.parse_bench_jsonl(text, expected_prompts=8)
+    assert m["output_throughput"] == 91.5 and m["mean_tpot_ms"] == 10.9
+    assert m["accept_length"] == 2.7 and m["completed"] == 8 and m["expected"] == 8
+    assert m["raw"]["backend"] == "sglang"
+
+
+def test_jsonl_accept_length_null_for_a_baseline():
+    assert b.parse_bench_jsonl(_record(accept_length=None))["accept_length"] is None
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("", "no result line"),
+    ("Traceback (most recent call last):", "not JSON"),
+    ("[1, 2]", "not an object"),
+    (json.dumps({"completed": 3, "mean_tpot_ms": 1.0}), "lacks output_throughput"),
+    (_record(output_throughput=None), "lacks output_throughput"),
+    (_record(output_throughput="fast"), "finite number"),
+    (_record(output_throughput=float("nan")), "finite number"),
+    (_record(completed=2.5), "not an integer"),
+    (_record(completed=True), "not an integer"),
+    (_record(accept_length="2"), "accept_length"),
+])
+def test_jsonl_fails_closed(text, msg):
+    with pytest.raises(b.BenchError, match=msg):
+        b.parse_bench_jsonl(text)
+
+
+# ------------------------------------------------------------------ nvidia-smi clocks
+
+
+def test_clocks_parse_the_real_h200_capture():
+    gpus = b.parse_gpu_clocks(fixture("clocks_busy.out"))
+    assert gpus == [{
+        "index": 0, "clocks_sm_mhz": 1980, "clocks_mem_mhz": 3201, "temperature_c": 36, "power_w": 89.37,
+        "clocks_event_reasons": 0, "clocks_event_reasons_hex": "0x0000000000000000",
+        "clocks_event_reason_names": [], "pstate": "P0"}]
+
+
+def test_clocks_capture_with_two_reason_columns_is_refused():
+    # clocks_idle was captured with clocks_throttle_reasons.active as well: 8 fields, not our query
+    with pytest.raises(b.BenchError, match="8 fields, expected 7"):
+        b.parse_gpu_clocks(fixture("clocks_idle.out"))
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("", "no GPU line"),
+    ("0, [N/A], 3201, 36, 89.37, 0x0000000000000000, P0", "non-numeric"),
+    ("0, 1980, 3201, 36, [N/A], 0x0000000000000000, P0", "non-numeric"),
+    ("0, 1980, 3201, 36, 89.37, Not Active, P0", "hex mask"),
+    ("0, 1980, 3201, 36, 89.37, 0x0, P42", "pstate"),
+    ("Field \"clocks_event_reasons.active\" is not a valid field to query.", "fields"),
+    ("No devices were found", "fields"),
+    (IDLE_GPU + "0, 1980, 3201, 36, 89.37, 0x0, P0\n", "twice"),
+])
+def test_clocks_fail_closed(text, msg):
+    with pytest.raises(b.BenchError, match=msg):
+        b.parse_gpu_clocks(text)
+
+
+def test_throttle_detection_ignores_idle_and_names_the_reason():
+    gpus = b.parse_gpu_clocks("0, 405, 3201, 36, 121.32, 0x0000000000000001, P0\n"
+                              "1, 1500, 3201, 88, 700.00, 0x0000000000000060, P0\n"
+                              "2, 1980, 3201, 40, 650.00, 0x0000000000000004, P0\n")
+    mask = b.throttle_mask()
+    assert b.throttled_gpus(gpus, mask) == [(1, ["sw_thermal_slowdown", "hw_thermal_slowdown"]),
+                                            (2, ["sw_power_cap"])]
+    # power capping can be tolerated by configuration; thermal slowdown still counts
+    assert b.throttled_gpus(gpus, b.throttle_mask(["hw_thermal_slowdown"])) == [(1, ["hw_thermal_slowdown"])]
+    with pytest.raises(b.BenchError, match="unknown clock event reason"):
+        b.throttle_mask(["too_hot"])
+
+
+def test_unknown_reason_bits_count_as_throttling():
+    gpus = b.parse_gpu_clocks("0, 1980, 3201, 36, 89.37, 0x0000000000001000, P0")
+    assert b.throttled_gpus(gpus, b.throttle_mask([])) == [(0, ["unknown_0x1000"])]
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def make_runs(visits, speeds, repeats=3, concurrencies=(1,), gpu=IDLE_GPU, jitter=0.2, **prov):
+    """speeds: tok/s per visit index (or per arm name); runs with small deterministic jitter."""
+    runs = []
+    provenance = {"sglang_commit": "a" * 40, "sglang_dirty": False, "driver_version": "580.159.04",
+                  "nccl_env": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}}
+    provenance.update(prov)
+    for v in visits:
+        speed = speeds.get(v["index"], speeds.get(v["arm"]))
+        for c in concurrencies:
+            for r in range(repeats):
+                tput = speed * c ** 0.5 + (r - 1) * jitter
+                runs.append({
+                    "visit": v["index"], "arm": v["arm"], "repeat": r, "concurrency": c,
+                    "metrics": {"output_throughput": tput, "mean_tpot_ms": 1000.0 / tput, "completed": 8,
+                                "expected": 8, "accept_length": None if v["kind"] == "baseline" else 2.5},
+                    "gpu_before": b.parse_gpu_clocks(gpu), "gpu_after": b.parse_gpu_clocks(gpu),
+                    "provenance": dict(provenance),
+                    "started": "2026-11-30T00:%02d:00Z" % v["index"], "finished": "2026-11-30T00:%02d:30Z" % v["index"],
+                })
+    return runs
+
+
+def test_verdict_picks_the_faster_arm():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 94.0, "eagle3-s3": 101.0}, concurrencies=(1, 8))
+    v = b.verdict(runs, visits)
+    assert v["valid"] is True and v["winner"] == "eagle3-s3", v["summary"]
+    arms = {a["name"]: a for a in v["arms"]}
+    assert arms["eagle3-s3"]["decision"] == "accepted"
+    assert arms["eagle3-s2"]["decision"] == "accepted"
+    assert arms["eagle3-s3"]["speedup_pct"] == pytest.approx((101.0 / 88.8 - 1) * 100, rel=1e-6)
+    assert arms["baseline"]["concurrency"]["1"]["output_throughput"]["n"] == 9
+    assert arms["baseline"]["concurrency"]["1"]["output_throughput"]["median"] == pytest.approx(88.8)
+    assert v["decision_concurrency"] == 1 and v["concurrencies"] == [1, 8]
+    assert arms["eagle3-s3"]["concurrency"]["1"]["accept_length"]["median"] == 2.5
+    assert "eagle3-s3 is 13.7% faster" in v["summary"]
+
+
+def test_verdict_rejects_a_slower_eagle3_arm():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
+    # the story's bad day: EAGLE-3 at 59-61 tok/s against an 82.2 baseline
+    runs = make_runs(visits, {"baseline": 82.2, "eagle3-s2": 60.0, "eagle3-s3": 61.0})
+    v = b.verdict(runs, visits)
+    assert v["valid"] is True
+    assert v["winner"] == "baseline"
+    arms = {a["name"]: a for a in v["arms"]}
+    assert arms["eagle3-s2"]["decision"] == "rejected" and arms["eagle3-s3"]["decision"] == "rejected"
+    assert arms["eagle3-s2"]["speedup_pct"] < -25
+    assert "below the 3.0% needed" in arms["eagle3-s2"]["reason"]
+    assert "no EAGLE-3 arm beat" in v["summary"]
+
+
+def test_verdict_gain_within_noise_is_not_accepted():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    v = b.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits)
+    assert v["winner"] == "baseline"
+    v = b.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits, min_speedup_pct=1.0)
+    assert v["winner"] == "eagle3-s2"
+
+
+def test_verdict_detects_baseline_drift():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
+    # the story: 88.8 tok/s one day, 82.2 the next -> 8.0% drift
+    runs = make_runs(visits, {0: 88.8, 1: 94.0, 2: 82.2, 3: 95.0, 4: 82.0})
+    v = b.verdict(runs, visits)
+    assert v["valid"] is False and v["winner"] is None
+    assert v["summary"].startswith("INVALID: visit 1 eagle3-s2 at concurrency 1: baseline drifted 8.0%")
+    arms = {a["name"]: a for a in v["arms"]}
+    assert arms["eagle3-s2"]["decision"] == "invalid"
+    assert arms["eagle3-s3"]["decision"] == "accepted"  # its two baselines agree
+    assert v["best_valid_arm"] == "eagle3-s3"
+    assert v["baseline_drift_pct"] == pytest.approx((88.8 - 82.0) / 82.0 * 100)
+    # a looser threshold accepts the same data
+    assert b.verdict(runs, visits, drift_pct=10.0)["valid"] is True
+
+
+def test_verdict_invalid_when_a_gpu_throttled():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    runs[4]["gpu_after"] = b.parse_gpu_clocks("0, 1400, 3201, 87, 700.0, 0x0000000000000040, P0")
+    v = b.verdict(runs, visits)
+    assert v["valid"] is False
+    assert "GPU 0 throttled after the run (hw_thermal_slowdown)" in v["problems"][0]
+    assert {a["name"]: a for a in v["arms"]}["eagle3-s2"]["decision"] == "invalid"
+
+
+def test_verdict_invalid_on_failed_requests_dirty_tree_changed_commit_or_env():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    speeds = {"baseline": 88.8, "eagle3-s2": 99.0}
+    runs = make_runs(visits, speeds)
+    runs[0]["metrics"]["completed"] = 5
+    assert "5 of 8 requests completed" in b.verdict(runs, visits)["problems"][0]
+
+    runs = make_runs(visits, speeds, sglang_dirty=True)
+    assert "dirty" in b.verdict(runs, visits)["problems"][0]
+    assert b.verdict(runs, visits, require_clean_tree=False)["valid"] is True
+
+    runs = make_runs(visits, speeds)
+    runs[-1]["provenance"]["sglang_commit"] = "b" * 40
+    assert "commit changed" in b.verdict(runs, visits)["problems"][0]
+
+    runs = make_runs(visits, speeds)
+    runs[3]["provenance"]["nccl_env"] = {}
+    assert "NCCL environment differed" in b.verdict(runs, visits)["problems"][0]
+
+
+def test_verdict_needs_baselines_on_both_sides():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = [r for r in make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0}) if r["visit"] != 2]
+    v = b.verdict(runs, visits)
+    assert v["valid"] is False and "needs a fresh baseline on both sides" in v["problems"][0]
+
+
+def test_verdict_decision_concurrency_must_be_measured():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    with pytest.raises(b.BenchError, match="not measured"):
+        b.verdict(runs, visits, decision_concurrency=16)
+    with pytest.raises(b.BenchError, match="no measured runs"):
+        b.verdict([], visits)
+
+
+def test_summarize_and_spread():
+    s = b.summarize([90.0, 100.0, 95.0])
+    assert s["median"] == 95.0 and s["min"] == 90.0 and s["max"] == 100.0 and s["n"] == 3
+    assert s["spread_pct"] == pytest.approx(10 / 95 * 100)
+    assert b.summarize([1.0, 3.0])["median"] == 2.0
+    assert b.summarize([])["median"] is None
+
+
+def test_progress_line_with_eta():
+    visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
+    runs = make_runs(visits[:2], {"baseline": 88.8, "eagle3-s2": 94.0}, concurrencies=(1, 8))
+    line = b.progress_line(visits, runs, 1, 600.0)
+    assert line.startswith("[2/5] eagle3-s2 (variant): c=1 94.00 tok/s (n=3, spread 0.4%); c=8 ")
+    assert line.endswith("elapsed 10m00s, ETA 15m00s")
