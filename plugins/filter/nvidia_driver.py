@@ -1,0 +1,153 @@
+# Copyright: gpuserve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parse NVIDIA driver versions and GPU counts, and decide whether a container needs the userspace installed.
+
+Used by the nvidia_userspace role: the container's userspace (libnvidia-ml & co.) must be exactly the host
+kernel module's version, or every NVML call fails with "Driver/library version mismatch".
+"""
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+_VERSION = r"(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)"
+# Order matters: the most specific source first.
+_PATTERNS = (
+    # /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
+    re.compile(r"^NVRM version:.*?\s" + _VERSION + r"\s", re.M),
+    # plain nvidia-smi banner: "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0 |"
+    re.compile(r"Driver Version:\s*" + _VERSION),
+    # nvidia-smi --version: "DRIVER version : 580.159.04"
+    re.compile(r"^DRIVER version\s*:\s*" + _VERSION, re.M),
+    # --query-gpu=driver_version[,count] --format=csv,noheader: "580.159.04, 8" (one line per GPU)
+    re.compile(r"^\s*" + _VERSION + r"\s*(?:,|$)", re.M),
+)
+_MISMATCH = re.compile(r"Driver/library version mismatch", re.I)
+# "NVML library version: 580.95" (printed by nvidia-smi after a mismatch)
+_NVML_LIB = re.compile(r"NVML library version:\s*" + _VERSION)
+_LIBNVML = re.compile(r"libnvidia-ml\.so\." + _VERSION + r"$")
+
+
+def _text(value):
+    if isinstance(value, dict):  # a registered command result
+        return "\n".join(str(value.get(k) or "") for k in ("stdout", "stderr"))
+    if value is None:
+        return ""
+    return str(value)
+
+
+def nvidia_driver_version(value, default=None):
+    """Driver version from /proc/driver/nvidia/version, an nvidia-smi csv query, `nvidia-smi --version` or the banner.
+
+    Raises with the raw text when nothing parses, unless a default is given.
+    """
+    text = _text(value)
+    if _MISMATCH.search(text):
+        if default is not None:
+            return default
+        raise AnsibleFilterError("NVIDIA driver/library version mismatch, no usable version in: %r" % text[:400])
+    found = None
+    for pattern in _PATTERNS:
+        match = pattern.search(text)
+        if match:
+            found = match.group(1)
+            break
+    if found is None:
+        if default is not None:
+            return default
+        raise AnsibleFilterError("no NVIDIA driver version found in: %r" % text[:400])
+    if pattern is _PATTERNS[3]:
+        # every GPU line reports the same driver; different values mean the output is not what we think
+        versions = set(re.findall(r"^\s*" + _VERSION + r"\s*(?:,|$)", text, re.M))
+        if len(versions) != 1:
+            raise AnsibleFilterError("conflicting driver versions %s in: %r" % (sorted(versions), text[:400]))
+    return found
+
+
+def nvidia_driver_mismatch(value):
+    """True when nvidia-smi/NVML reported a kernel module vs userspace library version mismatch."""
+    return bool(_MISMATCH.search(_text(value)))
+
+
+def nvidia_gpu_count(value):
+    """GPU count from `nvidia-smi -L` ("GPU 0: ...") or `--query-gpu=driver_version,count --format=csv,noheader`.
+
+    Fails closed on anything else (errors, "No devices were found", mixed output).
+    """
+    text = _text(value) if not isinstance(value, dict) else str(value.get("stdout") or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise AnsibleFilterError("empty nvidia-smi output: no GPUs visible")
+    listed = [line for line in lines if re.match(r"^GPU \d+: ", line)]
+    if listed:
+        if len(listed) != len(lines):
+            raise AnsibleFilterError("unexpected lines in `nvidia-smi -L` output: %r" % text[:400])
+        return len(listed)
+    counts = set()
+    for line in lines:
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 2 or not re.match("^" + _VERSION + "$", fields[0]) or not fields[1].isdigit():
+            raise AnsibleFilterError("cannot count GPUs from line %r in: %r" % (line, text[:400]))
+        counts.add(int(fields[1]))
+    if len(counts) != 1 or counts.pop() != len(lines):
+        raise AnsibleFilterError("GPU count fields disagree with the number of lines in: %r" % text[:400])
+    return len(lines)
+
+
+def nvidia_library_version(paths):
+    """Installed userspace version from libnvidia-ml.so.<version> file paths (the .run installer's libraries).
+
+    Returns None when there are none; fails when several versions are installed side by side.
+    """
+    versions = set()
+    for path in paths or []:
+        path = path.get("path", "") if isinstance(path, dict) else str(path)
+        match = _LIBNVML.search(path)
+        if match:
+            versions.add(match.group(1))
+    if len(versions) > 1:
+        raise AnsibleFilterError("several NVIDIA userspace versions installed side by side: %s" % sorted(versions))
+    return versions.pop() if versions else None
+
+
+def nvidia_userspace_plan(host_version, library_version=None, smi=None):
+    """What the container needs, from the host driver version and what the container has.
+
+    host_version: the host kernel module version. library_version: from nvidia_library_version (None when no
+    .run userspace is installed). smi: the container's registered `nvidia-smi --query-gpu=driver_version,count`
+    result (may be None or failed). Returns a dict: install (bool), installed (version or None), mismatch
+    (bool), reason (a sentence for the operator).
+    """
+    host = nvidia_driver_version(host_version) if host_version else None
+    if not host:
+        raise AnsibleFilterError("host driver version is empty")
+    mismatch = nvidia_driver_mismatch(smi) if smi is not None else False
+    installed = library_version
+    if installed is None and isinstance(smi, dict) and smi.get("rc") == 0:
+        installed = nvidia_driver_version(smi, default="") or None
+    if installed is None and isinstance(smi, dict) and mismatch:
+        match = _NVML_LIB.search(_text(smi))
+        installed = match.group(1) if match else None
+    if mismatch:
+        reason = "container userspace %s does not match host kernel module %s (Driver/library version mismatch)" % (
+            installed or "unknown", host)
+        return {"install": True, "installed": installed, "host": host, "mismatch": True, "reason": reason}
+    if installed is None:
+        return {"install": True, "installed": None, "host": host, "mismatch": False,
+                "reason": "no NVIDIA userspace in the container; host kernel module is %s" % host}
+    if installed != host:
+        return {"install": True, "installed": installed, "host": host, "mismatch": False,
+                "reason": "container userspace %s differs from host kernel module %s" % (installed, host)}
+    return {"install": False, "installed": installed, "host": host, "mismatch": False,
+            "reason": "container userspace %s matches host kernel module" % installed}
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "nvidia_driver_version": nvidia_driver_version,
+            "nvidia_driver_mismatch": nvidia_driver_mismatch,
+            "nvidia_gpu_count": nvidia_gpu_count,
+            "nvidia_library_version": nvidia_library_version,
+            "nvidia_userspace_plan": nvidia_userspace_plan,
+        }
