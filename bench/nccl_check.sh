@@ -47,9 +47,12 @@ render() {  # render <outdir> [render_nccl_hook.py options]
 
 make_venv() {  # make_venv <dir> [hook dir]: venv seeing the system torch; the hook installed when given
   "$PY" -m venv --system-site-packages --without-pip "$1"
+  local purelib
+  purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  # When $PY is itself a venv (the GPU machines' python3 is /opt/torch/.venv), --system-site-packages reaches
+  # the base interpreter, not that venv: add its site-packages (where torch lives) by a path-only .pth.
+  "$PY" -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() if p))' > "$purelib/_outer_site.pth"
   if [ -n "${2:-}" ]; then
-    local purelib
-    purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
     cp "$2/gpuserve_nccl_env.py" "$2/gpuserve_nccl_env.pth" "$purelib/"
   fi
 }
