@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+"""The nvidia_userspace role's reads, one call per machine (sent on stdin: python3 - MODE ...). Stdlib only.
+
+  host -- QUERY...
+      On the PVE host: /proc/driver/nvidia/version (the loaded kernel module); only when that is missing, the
+      result of the nvidia-smi QUERY argv.
+  container --lib-dir DIR --pattern GLOB -- QUERY...
+      In the container: the regular files DIR/GLOB (the .run userspace's libnvidia-ml.so.<version>), the result
+      of the nvidia-smi QUERY argv and of `nvidia-smi -L`.
+Prints one JSON object; a command result is {rc, stdout, stderr}; a command that cannot run has rc 127.
+"""
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+
+
+def _run(argv):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"rc": 127, "stdout": "", "stderr": str(exc)}
+    return {"rc": proc.returncode, "stdout": proc.stdout.rstrip("\n"), "stderr": proc.stderr.rstrip("\n")}
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="nvidia_userspace_state")
+    parser.add_argument("mode", choices=["host", "container"])
+    parser.add_argument("--lib-dir")
+    parser.add_argument("--pattern")
+    parser.add_argument("query", nargs="+")
+    opts = parser.parse_args()
+    if opts.mode == "host":
+        try:
+            with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
+                result = {"proc": handle.read(), "smi": None}
+        except OSError:
+            result = {"proc": None, "smi": _run(opts.query)}
+    else:
+        try:
+            names = sorted(os.listdir(opts.lib_dir))
+        except OSError:
+            names = []
+        libs = [os.path.join(opts.lib_dir, name) for name in names if fnmatch.fnmatch(name, opts.pattern)]
+        result = {
+            "libs": [path for path in libs if os.path.isfile(path) and not os.path.islink(path)],
+            "smi": _run(opts.query),
+            "list": _run(["nvidia-smi", "-L"]),
+        }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Read-only state of the SGLang install, in one call (sent on stdin: python3 - MODE ...). Stdlib only.
+
+  state --src DIR --venv DIR --pin REF --file PATH... --dpkg PKG... --packages JSON --constraints JSON
+      What the role's decisions read: whether the system packages are installed (dpkg), the tree (.git, HEAD,
+      the pin resolved to a commit, `git status --porcelain`, origin's URL), the venv (python, pyvenv.cfg, the
+      sglang distribution and its direct_url.json, whether every package of --packages and everything it
+      requires is installed at a version its requirement and --constraints allow), and for each --file its
+      sha1 (as Ansible's stat computes it), mode, owner and, when small, its text.
+  facts --src DIR --venv DIR [--smoke]
+      The published facts after the install: HEAD, `git status --porcelain`, the sglang version in the venv;
+      with --smoke, the result of importing sglang.srt.server_args in the venv.
+Prints one JSON object. Each command's rc, stdout and stderr are reported, never raised.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+# Runs in the venv (python -I): the closure of the requirements, checked as pip's resolver would see it.
+_VENV_PROBE = r'''
+import importlib.metadata as md, json, re, sys
+out = {"dist": {}, "intact": {"ok": False, "problems": [], "checked": 0}}
+try:
+    d = md.distribution("sglang")
+    out["dist"] = {"version": d.version, "direct_url": json.loads(d.read_text("direct_url.json") or "{}")}
+except md.PackageNotFoundError:
+    pass
+packages, constraints = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+try:
+    from pip._vendor.packaging.requirements import Requirement
+    from pip._vendor.packaging.version import Version
+except ImportError:
+    try:
+        from packaging.requirements import Requirement
+        from packaging.version import Version
+    except ImportError:
+        Requirement = None
+if Requirement is None:
+    out["intact"]["problems"].append("neither pip nor packaging is importable in the venv")
+else:
+    norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+    problems = out["intact"]["problems"]
+    pins = {}
+    for line in constraints:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            pins.setdefault(norm(req.name), []).append(req)
+    todo, seen = [Requirement(p) for p in packages], set()
+    while todo:
+        req = todo.pop()
+        key = (norm(req.name), tuple(sorted(req.extras)))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = md.distribution(req.name)
+        except md.PackageNotFoundError:
+            problems.append("%s is not installed" % req)
+            continue
+        version = Version(dist.version)
+        for want in [req] + pins.get(key[0], []):
+            if not want.specifier.contains(version, prereleases=True):
+                problems.append("%s %s does not satisfy %s" % (req.name, dist.version, want))
+        for line in dist.requires or []:
+            sub = Requirement(line)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in [""] + sorted(req.extras)):
+                todo.append(sub)
+    out["intact"].update(ok=not problems, checked=len(seen))
+print(json.dumps(out))
+'''
+
+
+def _run(argv, timeout=600):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"rc": 127, "stdout": "", "stderr": str(exc)}
+    return {"rc": proc.returncode, "stdout": proc.stdout.strip(), "stderr": proc.stderr.strip()[-2000:]}
+
+
+def _file(path):
+    try:
+        st = os.stat(path)
+        digest = hashlib.sha1()
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest.update(data)
+    except FileNotFoundError:
+        return {"exists": False}
+    text = data.decode("utf-8", "replace") if len(data) < 65536 else None
+    return {"exists": True, "sha1": digest.hexdigest(), "mode": "%04o" % (st.st_mode & 0o7777),
+            "uid": st.st_uid, "gid": st.st_gid, "text": text}
+
+
+def _git(src, *args):
+    return _run(["git", "-C", src, *args])
+
+
+def _status(src):
+    res = _git(src, "status", "--porcelain=v1", "--untracked-files=all")
+    res["lines"] = [line for line in res.pop("stdout").splitlines() if line.strip()]
+    return res
+
+
+def cmd_state(opts):
+    result = {"dpkg": {}, "git": {"exists": os.path.exists(os.path.join(opts.src, ".git"))}, "venv": {}, "files": {}}
+    if opts.dpkg:
+        res = _run(["dpkg-query", "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *opts.dpkg])
+        states = dict(line.split("\t", 1) for line in res["stdout"].splitlines() if "\t" in line)
+        result["dpkg"] = {name: states.get(name, "").startswith("ii") for name in opts.dpkg}
+    if result["git"]["exists"]:
+        result["git"].update(
+            head=_git(opts.src, "rev-parse", "--verify", "HEAD"),
+            want=_git(opts.src, "rev-parse", "--verify", opts.pin + "^{commit}"),
+            status=_status(opts.src),
+            remote_url=_git(opts.src, "remote", "get-url", "origin"),
+        )
+    python = os.path.join(opts.venv, "bin", "python")
+    result["venv"]["python_exists"] = os.access(python, os.X_OK)
+    result["venv"]["pyvenv_cfg"] = _file(os.path.join(opts.venv, "pyvenv.cfg"))
+    if result["venv"]["python_exists"]:
+        probe = _run([python, "-I", "-c", _VENV_PROBE, opts.packages, opts.constraints])
+        try:
+            result["venv"].update(json.loads(probe["stdout"]))
+        except ValueError:
+            result["venv"]["error"] = probe
+    for path in opts.file:
+        result["files"][path] = _file(path)
+    return result
+
+
+def cmd_facts(opts):
+    python = os.path.join(opts.venv, "bin", "python")
+    result = {
+        "head": _git(opts.src, "rev-parse", "--verify", "HEAD"),
+        "status": _status(opts.src),
+        "version": _run([python, "-I", "-c", 'import importlib.metadata as m; print(m.version("sglang"))']),
+    }
+    if opts.smoke:
+        result["smoke"] = _run([python, "-I", "-c", "import sglang.srt.server_args"])
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="sglang_install_state")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    state = sub.add_parser("state")
+    facts = sub.add_parser("facts")
+    for each in (state, facts):
+        each.add_argument("--src", required=True)
+        each.add_argument("--venv", required=True)
+    state.add_argument("--pin", required=True)
+    state.add_argument("--file", action="append", default=[])
+    state.add_argument("--dpkg", action="append", default=[])
+    state.add_argument("--packages", default="[]")
+    state.add_argument("--constraints", default="[]")
+    facts.add_argument("--smoke", action="store_true")
+    opts = parser.parse_args()
+    print(json.dumps(cmd_state(opts) if opts.mode == "state" else cmd_facts(opts)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
