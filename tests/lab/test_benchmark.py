@@ -14,24 +14,17 @@ import zlib
 
 import pytest
 
+from labutil import LAB_MARKS, VMID
+
 ansible_runner = pytest.importorskip("ansible_runner")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.dirname(sys.executable)
-VMID = "101"
 DROPIN_DIR = "/etc/systemd/system/sglang.service.d"
 PYTHON = "/opt/sglang/venv/bin/python"
 
 
-def lab_is_up():
-    try:
-        return os.geteuid() == 0 and subprocess.run(["/usr/sbin/pct", "status", VMID], capture_output=True,
-                                                    text=True, check=False).stdout == "status: running\n"
-    except OSError:
-        return False
-
-
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(not lab_is_up(), reason="the lab is not up (sudo lab/lab up)")]
+pytestmark = LAB_MARKS
 
 
 def pct(*argv, check=True, stdin=None):

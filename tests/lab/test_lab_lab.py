@@ -9,20 +9,13 @@ import time
 
 import pytest
 
+from labutil import LAB_MARKS, VMID
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAPTURES = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi-h200")
-VMID = "101"
 
 
-def lab_is_up():
-    try:
-        return os.geteuid() == 0 and subprocess.run(["/usr/sbin/pct", "status", VMID], capture_output=True,
-                                                    text=True, check=False).stdout == "status: running\n"
-    except OSError:
-        return False
-
-
-pytestmark = [pytest.mark.lab, pytest.mark.skipif(not lab_is_up(), reason="the lab is not up (sudo lab/lab up)")]
+pytestmark = LAB_MARKS
 
 
 def sh(*argv, env=None, check=False, timeout=120):
