@@ -84,7 +84,7 @@ def test_pct_exec_resets_path_drops_ssl_overrides_and_keeps_the_rest():
 def test_pct_status_and_config_hold_the_gpu_devn_entries():
     assert pct("status", VMID).stdout == "status: running\n"
     conf = pct("config", VMID).stdout
-    assert "dev0: /dev/nvidia0\n" in conf and re.search(r"^digest: [0-9a-f]{40}$", conf, re.M)
+    assert "dev0: /dev/nvidia0,mode=0666\n" in conf and re.search(r"^digest: [0-9a-f]{40}$", conf, re.M)
 
 
 def test_pct_set_validates_devn_and_round_trips():
