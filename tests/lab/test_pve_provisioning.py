@@ -139,6 +139,16 @@ def test_secrets_never_appear_even_at_vvv(lab):
         assert lab['creds'][key] not in blob, key
 
 
+def test_a_wrong_password_fails_clearly_and_is_never_shown(lab):
+    wrong = 'not-the-password-4711'
+    r, failures, out, events = provision(lab, verbosity=3, proxmox_container_api_password=wrong)
+    assert r.rc != 0
+    msg = failures['Check the login']
+    assert 'refused the login for root@pam: 401' in msg and 'proxmox_container_api_password' in msg, msg
+    assert wrong not in out + json.dumps(events)
+    assert lab['creds']['api_password'] not in out + json.dumps(events)
+
+
 def test_token_is_refused_for_devn_after_a_grant_and_pct_is_used(lab):
     lab['ct'].config.put(delete='dev10')
     cli(lab['state'], 'grant', 'auditor@pve', '/', 'VM.Audit')
