@@ -3,6 +3,12 @@
 # Wheels for ansible-core (and a psmisc .deb for fuser when the image lacks it) travel in .whl/.
 #   bench/run_h200.sh            on N GPUs (N = what nvidia-smi lists): gpu_release with 1 and N holders,
 #                                then the NCCL hook check + verify-step cost model on N ranks
+# Prepare .whl/ here first (ignored by git; name it in the device call's carry):
+#   echo /.whl/ >> .git/info/exclude
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#     ansible-core==2.21.5 jinja2==3.1.6 MarkupSafe PyYAML==6.0.4 cryptography==50.0.2 cffi pycparser packaging resolvelib
+#   (cd .whl && apt-get download psmisc)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
