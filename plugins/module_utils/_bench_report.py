@@ -59,6 +59,12 @@ def _f(value, fmt="%.2f"):
     return "-" if value is None else fmt % value
 
 
+def _table(header, rows):
+    """Markdown table lines: header, separator, one line per row."""
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row) + " |" for row in rows])
+
+
 def _decision(arm):
     return "baseline" if arm["name"] == BASELINE else arm.get("decision", "-")
 
@@ -80,8 +86,7 @@ def render_markdown(verdict, runs, meta):
     for c in concs:
         header += ["c=%d tok/s median (min-max, n)" % c, "c=%d speedup" % c, "c=%d accept len" % c,
                    "c=%d TPOT ms" % c]
-    out.append("| " + " | ".join(header) + " |")
-    out.append("|" + "---|" * len(header))
+    rows = []
     for arm in verdict["arms"]:
         row = [arm["name"], _decision(arm)]
         for c in concs:
@@ -91,29 +96,30 @@ def render_markdown(verdict, runs, meta):
             row.append("-" if arm["name"] == BASELINE else _f(e.get("speedup_pct"), "%+.1f%%"))
             row.append(_f((e.get("accept_length") or {}).get("median")))
             row.append(_f((e.get("mean_tpot_ms") or {}).get("median")))
-        out.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    out += _table(header, rows)
     out += ["", "## Visits (in the order run)", ""]
     header = ["#", "arm", "round"] + ["c=%d median tok/s (spread)" % c for c in concs] + ["problems"]
-    out.append("| " + " | ".join(header) + " |")
-    out.append("|" + "---|" * len(header))
+    rows = []
     for v in verdict["visits"]:
         row = [str(v["index"]), v["arm"], str(v["round"])]
         for c in concs:
             t = v["concurrency"][str(c)]["output_throughput"]
             row.append("%s (%s%%)" % (_f(t["median"]), _f(t["spread_pct"], "%.1f")))
         row.append("; ".join(v["problems"]) or "-")
-        out.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    out += _table(header, rows)
     out += ["", "## Comparisons with the adjacent baselines", ""]
     header = ["visit", "arm", "baselines"] + ["c=%d drift / speedup" % c for c in concs] + ["valid"]
-    out.append("| " + " | ".join(header) + " |")
-    out.append("|" + "---|" * len(header))
+    rows = []
     for comp in verdict["comparisons"]:
         row = [str(comp["visit"]), comp["arm"], ",".join(str(i) for i in comp["baseline_visits"])]
         for c in concs:
             e = comp["concurrency"].get(str(c), {})
             row.append("%s / %s" % (_f(e.get("drift_pct"), "%.1f%%"), _f(e.get("speedup_pct"), "%+.1f%%")))
         row.append("yes" if comp["valid"] else "no")
-        out.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    out += _table(header, rows)
     if verdict["problems"]:
         out += ["", "## Problems", ""] + ["- " + p for p in verdict["problems"]]
     out += ["", "## Provenance", ""]
