@@ -13,14 +13,15 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, parse_bench_jsonl
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_client import (
+    CGROUP_ROOTS,
     CLIENT_MODULES,
     OFFLINE_ENV,
     PICK_CLIENT,
-    cgroup_procs_path,
     check_server,
     client_argv,
     effective_server_limits,
     parse_environ,
+    unit_pids,
     worker_env,
 )
 
@@ -46,21 +47,22 @@ def read_worker_env(module, unit, prefixes):
     rc, out, err = module.run_command(["systemctl", "show", "--property=ControlGroup", "--value", unit])
     if rc != 0:
         module.fail_json(msg="systemctl show %s failed: %s" % (unit, (err or out).strip()))
-    path = cgroup_procs_path(out.strip())
-    if not path or not os.path.exists(path):
-        module.fail_json(msg="unit %s has no cgroup (%r): is the server running?" % (unit, out.strip()))
-    with open(path) as f:
-        pids = [int(p) for p in f.read().split()]
+    pids = unit_pids(out.strip())
+    if pids is None:
+        module.fail_json(msg="unit %s has no cgroup (%r under any of %s): is the server running?"
+                         % (unit, out.strip(), ", ".join(CGROUP_ROOTS)))
     if not pids:
         module.fail_json(msg="unit %s has no process" % unit)
-    envs = {}
+    procs = {}
     for pid in pids:
         try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                title = f.read().split(b"\0", 1)[0].decode("utf-8", "replace")
             with open("/proc/%d/environ" % pid, "rb") as f:
-                envs[pid] = parse_environ(f.read(), prefixes)
+                procs[pid] = (title, parse_environ(f.read(), prefixes))
         except OSError:
-            envs[pid] = None  # exited between the listing and the read
-    return worker_env(envs)
+            procs[pid] = (None, None)  # exited between the listing and the read
+    return worker_env(procs)
 
 
 def run_module(module):
@@ -82,7 +84,7 @@ def run_module(module):
         if not os.path.exists(path):
             module.fail_json(msg="%s %s does not exist on the target (no hub downloads)" % (what, path), **result)
     if module.check_mode:
-        result["finished"] = _now()
+        result["ended"] = _now()
         module.exit_json(**result)
 
     base = p["base_url"].rstrip("/")
@@ -120,7 +122,7 @@ def run_module(module):
     env = dict(OFFLINE_ENV)
     result["measure_started"] = _now()
     rc, out, err = module.run_command(argv, environ_update=env, cwd=os.path.dirname(p["output_file"]) or None)
-    result["finished"] = _now()
+    result["ended"] = _now()
     result["rc"] = rc
     result["stdout_tail"] = out[-3000:]
     result["stderr_tail"] = err[-3000:]

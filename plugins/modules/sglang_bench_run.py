@@ -146,8 +146,8 @@ started:
   description: UTC start time (ISO 8601).
   returned: always
   type: str
-finished:
-  description: UTC end time (ISO 8601).
+ended:
+  description: UTC end time (ISO 8601). Not called C(finished), a key Ansible sets on task results itself.
   returned: always
   type: str
 server:
@@ -155,7 +155,12 @@ server:
   returned: success
   type: dict
 worker_env:
-  description: Processes of the unit and the environment variables they carry (RV(worker_env.consistent)).
+  description:
+    - Environment variables (O(env_prefixes)) of the unit's NCCL workers, the C(sglang::scheduler*) processes (every
+      process of the unit when none carries that title), read from C(/proc/PID/environ).
+    - RV(worker_env.consistent) is true when all workers carry the same set; RV(worker_env.env) is that set,
+      RV(worker_env.per_pid) lists each worker's set otherwise. The launcher is not compared, since SGLang sets
+      variables such as C(NCCL_CUMEM_ENABLE) for its children only.
   returned: success
   type: dict
 """

@@ -34,10 +34,54 @@ def test_environ_and_worker_consistency():
     data = b"PATH=/usr/bin\0NCCL_PROTO=LL\0NCCL_ALGO=Ring\0NCCL_NVLS_ENABLE=0\0junk\0"
     env = c.parse_environ(data, ["NCCL_"])
     assert env == {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "0"}
-    same = c.worker_env({10: env, 11: dict(env), 12: None})
+    # untitled processes (not SGLang's workers): all of them must agree; one that exited (None) is left out
+    same = c.worker_env({10: ("python", env), 11: ("python", dict(env)), 12: (None, None)})
     assert same["consistent"] is True and same["env"] == env and same["pids"] == [10, 11, 12]
+    assert same["worker_pids"] == [10, 11] and same["workers_titled"] is False
     # the story: the variables never reached the spawned workers
-    diff = c.worker_env({10: env, 11: {}})
+    diff = c.worker_env({10: ("python", env), 11: ("python", {})})
     assert diff["consistent"] is False and diff["env"] == {} and diff["per_pid"]["11"] == {}
-    assert c.cgroup_procs_path("/system.slice/sglang.service") == "/sys/fs/cgroup/system.slice/sglang.service/cgroup.procs"
-    assert c.cgroup_procs_path("") is None
+
+
+def test_worker_env_is_read_from_the_scheduler_workers_not_the_launcher():
+    # SGLang's launcher sets NCCL_CUMEM_ENABLE etc. in os.environ for its children: its own /proc/PID/environ
+    # (the start environment) differs from the workers' by design, and is not what NCCL runs with
+    tuned = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}
+    child = dict(tuned, NCCL_CUMEM_ENABLE="0")
+    procs = {100: ("/opt/sglang/venv/bin/python", tuned), 101: ("sglang::scheduler_TP0", child),
+             102: ("sglang::scheduler_TP1", dict(child)), 103: ("sglang::detokenizer", child)}
+    ok = c.worker_env(procs)
+    assert ok["consistent"] is True and ok["env"] == child
+    assert ok["worker_pids"] == [101, 102] and ok["workers_titled"] is True and ok["pids"] == [100, 101, 102, 103]
+    # one worker without the tuning: inconsistent, and which one is named
+    procs[102] = ("sglang::scheduler_TP1", {"NCCL_CUMEM_ENABLE": "0"})
+    bad = c.worker_env(procs)
+    assert bad["consistent"] is False and bad["per_pid"]["102"] == {"NCCL_CUMEM_ENABLE": "0"}
+    # no process readable at all: nothing to vouch for
+    assert c.worker_env({7: (None, None)})["consistent"] is False
+
+
+def _cgroup(root, group, pids):
+    d = root / group.lstrip("/")
+    d.mkdir(parents=True)
+    (d / "cgroup.procs").write_text("".join("%d\n" % p for p in pids))
+    return d
+
+
+def test_unit_pids_finds_the_unit_in_a_hybrid_layout_and_walks_sub_cgroups(tmp_path):
+    # an LXC container on a v1 host (the lab): nothing at the v2 root, the unit under unified/ and name=systemd
+    v2, unified, v1 = tmp_path / "cgroup", tmp_path / "cgroup/unified", tmp_path / "cgroup/systemd"
+    v2.mkdir()
+    top = _cgroup(unified, "/system.slice/sglang.service", [947, 950])
+    _cgroup(top, "/workers", [951, 950])
+    _cgroup(v1, "/system.slice/sglang.service", [1])  # never read: unified/ comes first
+    roots = (str(v2), str(unified), str(v1))
+    assert c.unit_pids("/system.slice/sglang.service", roots) == [947, 950, 951]
+    assert c.unit_pids("/system.slice/other.service", roots) is None  # unit stopped: no cgroup anywhere
+    assert c.unit_pids("", roots) is None and c.unit_pids("n/a", roots) is None
+
+
+def test_unit_pids_prefers_the_unified_hierarchy(tmp_path):
+    _cgroup(tmp_path, "/system.slice/sglang.service", [])
+    assert c.unit_pids("/system.slice/sglang.service", (str(tmp_path),)) == []  # exists, empty: not None
+    assert c.CGROUP_ROOTS[0] == "/sys/fs/cgroup"
