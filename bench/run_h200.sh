@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The batched real-GPU run recorded in docs/benchmarks.md: one call on a lent H200 machine (no network there).
 # Wheels for ansible-core (and a psmisc .deb for fuser when the image lacks it) travel in .whl/.
-#   bench/run_h200.sh            on N GPUs (N = what nvidia-smi lists): gpu_release with 1 and N holders,
+#   bench/run_h200.sh            on N GPUs (N = what nvidia-smi lists): gpu_release with 1 holder, the
+#                                benchmark's GPU-state module idle/under load/after, gpu_release with N holders,
 #                                then the NCCL hook check + verify-step cost model on N ranks
 # Prepare .whl/ here first (ignored by git; name it in the device call's carry):
 #   echo /.whl/ >> .git/info/exclude
@@ -22,12 +23,13 @@ N=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
     > "$OUT/logs/machine.txt" 2>&1
 rc=0
 OUT=$OUT/logs/release1 NGPUS=1 bench/gpu_release_gpu.sh > "$OUT/logs/release1.txt" 2>&1 || rc=1
+OUT=$OUT/logs/gpu_state bench/gpu_state_gpu.sh > "$OUT/logs/gpu_state.txt" 2>&1 || rc=1
 if [ "$N" -gt 1 ]; then
     OUT=$OUT/logs/releaseN NGPUS=$N bench/gpu_release_gpu.sh > "$OUT/logs/releaseN.txt" 2>&1 || rc=1
     OUT=$OUT/logs/nccl bench/nccl_check.sh --world-size "$N" --timing > "$OUT/logs/nccl.txt" 2>&1 || rc=1
 fi
 tar -C "$OUT" -czf "$OUT/results.tgz" logs
-for f in machine release1 releaseN nccl; do [ -f "$OUT/logs/$f.txt" ] && cp "$OUT/logs/$f.txt" "$OUT/$f.txt"; done
+for f in machine release1 gpu_state releaseN nccl; do [ -f "$OUT/logs/$f.txt" ] && cp "$OUT/logs/$f.txt" "$OUT/$f.txt"; done
 rm -rf "$OUT/logs"
-tail -n 40 "$OUT"/release1.txt "$OUT"/releaseN.txt "$OUT"/nccl.txt 2>/dev/null
+tail -n 40 "$OUT"/release1.txt "$OUT"/gpu_state.txt "$OUT"/releaseN.txt "$OUT"/nccl.txt 2>/dev/null
 exit $rc

@@ -165,7 +165,10 @@ class Engine:
         self.attn_factor = 1.0
         if self.spec and args.speculative_attention_mode == "decode":
             self.attn_factor = env_float("GPUSIM_SPEC_DECODE_ATTN_FACTOR", 1.0)
-        self.slots = threading.BoundedSemaphore(args.max_running_requests or 256)
+        # The scheduler's limit, reported as internal_states[].effective_max_running_requests_per_dp like SGLang's
+        # scheduler (real SGLang derives it from the KV pool when unset; the stand-in takes 256).
+        self.max_running = args.max_running_requests or 256
+        self.slots = threading.BoundedSemaphore(self.max_running)
         self.reset_stats()
 
     def reset_stats(self):
@@ -320,6 +323,7 @@ def make_handler(engine, args):
             states = []
             for _rank in range(args.dp_size if args.dp_size > 1 else 1):
                 st = {"last_gen_throughput": round(engine.last_gen_tps, 3),
+                      "effective_max_running_requests_per_dp": engine.max_running,
                       "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": 0}}
                 if engine.spec:
                     st["avg_spec_accept_length"] = engine.avg_accept()

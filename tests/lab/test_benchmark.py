@@ -3,7 +3,9 @@ server (lab/files/sglang_standin.py, speed set by GPUSIM_* variables) restarted 
 
 The speed is injected with a systemd drop-in on sglang.service: an ExecStartPre writes /run/gpusim.env, which
 systemd reads for the next state (ExecStart), so the baseline can be made to drift from one restart to the next.
-Select with `pytest -m lab`; skipped when the lab is not up.
+The module deploys first (deploy_eagle3.yml: a no-change run when the lab is deployed already, the whole stack on a
+fresh CT), so it runs on its own after `lab/lab up`. Select with `pytest -m lab`; skipped when the lab is not up,
+failed instead under scripts/lab-tests (GPUSERVE_LAB_REQUIRED=1).
 """
 import json
 import os
@@ -54,17 +56,37 @@ fi
 """
 
 
-@pytest.fixture
-def speed():
-    """Installs the drop-in; yields a setter for BASE tok/s, baseline drift % per start, noise, decode factor."""
+def runner_env():
+    return {"ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"), "PATH": VENV_BIN + ":" + os.environ["PATH"],
+            "ANSIBLE_NOCOLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory, lab_up):
+    """The lab deployed by the real playbook, with the venv the bench client needs (inventory/lab installs it)."""
+    private = tmp_path_factory.mktemp("deploy")
+    r = ansible_runner.run(private_data_dir=str(private), playbook=os.path.join(ROOT, "playbooks", "deploy_eagle3.yml"),
+                           inventory=os.path.join(ROOT, "inventory", "lab"), envvars=runner_env(), quiet=True,
+                           project_dir=ROOT)
+    failed = [e["event_data"].get("task") for e in r.events if e["event"] == "runner_on_failed"
+              and not e["event_data"].get("ignore_errors")]
+    assert r.rc == 0, "deploy_eagle3.yml failed in the lab: %s" % failed
     probe = pct(PYTHON, "-c", "import importlib.util as u; m = [x for x in ('sglang', 'transformers', 'datasets', "
                 "'torchvision') if u.find_spec(x) is None]; print(' '.join(m))", check=False)
-    if probe.returncode != 0:
-        pytest.skip("no SGLang venv in the container yet (%s): deploy first (scripts/deploy)" % PYTHON)
-    missing = probe.stdout.strip()
-    if missing:
-        # docs/benchmark.md, "Status in the lab": torchvision has no CPU wheel beside the lab's CPU torch.
-        pytest.skip("the container venv lacks %s: sglang.benchmark.serving imports them (docs/benchmark.md)" % missing)
+    assert probe.returncode == 0 and not probe.stdout.strip(), (
+        "the container venv lacks %r, which sglang.benchmark.serving imports: inventory/lab's "
+        "sglang_install_packages and lab/wheelhouse.txt must list them (%s)" % (probe.stdout.strip(), probe.stderr))
+    return served_argv()  # the inventory's config: what `restore` and an invalid keep_best must leave running
+
+
+@pytest.fixture
+def inventory_argv(deployed):
+    return deployed
+
+
+@pytest.fixture
+def speed(deployed):
+    """Installs the drop-in; yields a setter for BASE tok/s, baseline drift % per start, noise, decode factor."""
     pct("mkdir", "-p", DROPIN_DIR)
     pct("sh", "-c", "cat > /usr/local/sbin/gpusim-bench-speed && chmod 0755 /usr/local/sbin/gpusim-bench-speed",
         stdin=DRIFT_SCRIPT)
@@ -84,8 +106,7 @@ def speed():
 
 
 def play(tmp_path, **extravars):
-    env = {"ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"), "PATH": VENV_BIN + ":" + os.environ["PATH"],
-           "ANSIBLE_NOCOLOR": "1"}
+    env = runner_env()
     private = tmp_path / ("runner-%d" % len(list(tmp_path.glob("runner-*"))))
     private.mkdir()
     r = ansible_runner.run(private_data_dir=str(private), playbook=os.path.join(ROOT, "playbooks", "benchmark.yml"),
@@ -117,6 +138,11 @@ EAGLE_S3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "spec
             "speculative_num_draft_tokens": 4, "speculative_attention_mode": "prefill"}
 
 
+def served_argv():
+    """The argv the deployed server runs with, from the sglang_server manifest."""
+    return json.loads(pct("cat", "/var/lib/gpuserve/sglang-manifest.json").stdout)["argv"]
+
+
 def report_of(tmp_path):
     (ts_dir,) = list((tmp_path / "artifacts").iterdir())
     with open(ts_dir / "results.json") as f:
@@ -139,12 +165,12 @@ def assert_png_opens(path):
     assert len(zlib.decompress(idat)) == height * (width * 3 + 1)
 
 
-def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed):
+def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed, inventory_argv):
     # prefill: accept ~2.6 tokens per 1.5-step verify = ~1.7x; decode attention mode at 0.5x speed = ~0.87x
     speed(base=80, drift=0, decode_factor=0.5)
     arms = [{"name": "eagle3-s3-prefill", "args": EAGLE_S3},
             {"name": "eagle3-s3-decode", "args": dict(EAGLE_S3, speculative_attention_mode="decode")}]
-    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, arms))
+    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, arms, sglang_benchmark_finish="keep_best"))
     assert r.rc == 0, failures
     ts_dir, doc = report_of(tmp_path)
     verdict = doc["verdict"]
@@ -162,22 +188,30 @@ def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed
         assert run["provenance"]["driver_version"]
         assert run["gpu_before"] and run["gpu_after"]
         assert run["metrics"]["completed"] == 4
+        assert run["started"].endswith("Z") and run["finished"].endswith("Z") and run["finished"] > run["started"]
     spec = [r for r in doc["runs"] if r["arm"] != "baseline"]
     assert all(r["metrics"]["accept_length"] for r in spec)
     assert {r["server"]["effective_max_running_requests"] for r in doc["runs"]} == {doc["visits"][0]["server_args"]["max_running_requests"]}
     assert "**Verdict: eagle3-s3-prefill is" in (ts_dir / "report.md").read_text()
     assert_png_opens(ts_dir / "chart.png")
+    # keep_best on a valid verdict: the winner's config serves now (the arm's args, max_running_requests forced)
+    winner = served_argv()
+    assert winner != inventory_argv
+    assert "--speculative-attention-mode prefill" in " ".join(winner)
+    assert "--max-running-requests %s" % doc["visits"][1]["server_args"]["max_running_requests"] in " ".join(winner)
 
 
-def test_a_drifting_baseline_makes_the_benchmark_invalid(tmp_path, speed):
+def test_a_drifting_baseline_makes_the_benchmark_invalid(tmp_path, speed, inventory_argv):
     speed(base=80, drift=8.0)  # the story: 88.8 -> 82.2 tok/s, about 8 %
-    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s3", "args": EAGLE_S3}],
+    eagle3_s2 = dict(EAGLE_S3, speculative_num_steps=2, speculative_num_draft_tokens=3)
+    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s2", "args": eagle3_s2}],
                                                          sglang_benchmark_finish="keep_best"))
     assert r.rc == 0, failures  # the report is the product; sglang_benchmark_fail_on_invalid makes it fail
     ts_dir, doc = report_of(tmp_path)
     verdict = doc["verdict"]
     assert verdict["valid"] is False and verdict["winner"] is None
     assert "baseline drifted" in verdict["problems"][0]
-    assert {a["name"]: a for a in doc["arms"]}["eagle3-s3"]["decision"] == "invalid"
+    assert {a["name"]: a for a in doc["arms"]}["eagle3-s2"]["decision"] == "invalid"
     assert (ts_dir / "report.md").read_text().startswith("# SGLang benchmark")
     assert_png_opens(ts_dir / "chart.png")
+    assert served_argv() == inventory_argv  # keep_best never acts on an invalid verdict: the original is restored

@@ -210,6 +210,9 @@ def test_sglang_standin_spawns_ranks_that_hold_gpus_and_serves_the_api():
         assert events[-1] == "[DONE]" and json.loads(events[-2])["meta_info"]["completion_tokens"] == 8
         info = json.loads(curl("/server_info")[1])
         assert info["internal_states"][0]["avg_spec_accept_length"] > 1.0
+        # no --max-running-requests: the scheduler's own limit is what the stand-in reports, like SGLang's
+        assert info["max_running_requests"] is None
+        assert info["internal_states"][0]["effective_max_running_requests_per_dp"] == 256
         assert curl("/flush_cache", "-X", "POST")[0] == 200
         assert json.loads(curl("/server_info")[1])["internal_states"][0]["avg_spec_accept_length"] == 0.0
         assert json.loads(curl("/v1/models")[1])["data"][0]["id"] == "/models/x"

@@ -253,6 +253,33 @@ def test_verdict_invalid_when_a_gpu_throttled():
     assert {a["name"]: a for a in v["arms"]}["eagle3-s2"]["decision"] == "invalid"
 
 
+H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "results",
+                              "2026-11-30-h200x1-gpu-state")
+
+
+def test_verdict_invalid_with_the_real_h200_power_cap_state_and_not_with_its_idle_state():
+    # sglang_bench_gpu_state's own results on a real H200 (bench/gpu_state_gpu.sh): under a matmul load the GPU
+    # reported sw_power_cap (0x4) at 692 W; idle it reports gpu_idle (0x1), which is not throttling
+    def state(name):
+        with open(os.path.join(H200_GPU_STATE, "gpu_state_%s.json" % name)) as f:
+            return json.load(f)["gpus"]
+
+    busy, idle = state("busy"), state("idle")
+    assert busy[0]["clocks_event_reason_names"] == ["sw_power_cap"] and busy[0]["power_w"] > 690
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    for run in runs:
+        run["gpu_before"] = run["gpu_after"] = idle
+    assert b.verdict(runs, visits)["valid"] is True
+    runs[3]["gpu_before"] = busy  # one run of the EAGLE-3 visit started on a capped GPU
+    v = b.verdict(runs, visits)
+    assert v["valid"] is False and v["winner"] is None
+    assert "GPU 0 throttled before the run (sw_power_cap)" in v["problems"][0]
+    # knowingly accepting the power cap (sglang_benchmark_throttle_reasons without it) makes the same data valid
+    others = [r for r in b.DEFAULT_THROTTLE_REASONS if r != "sw_power_cap"]
+    assert b.verdict(runs, visits, throttle_reasons=others)["winner"] == "eagle3-s2"
+
+
 def test_verdict_invalid_on_failed_requests_dirty_tree_changed_commit_or_env():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
     speeds = {"baseline": 88.8, "eagle3-s2": 99.0}
