@@ -71,11 +71,6 @@ def deployed(tmp_path_factory, lab_up):
     failed = [e["event_data"].get("task") for e in r.events if e["event"] == "runner_on_failed"
               and not e["event_data"].get("ignore_errors")]
     assert r.rc == 0, "deploy_eagle3.yml failed in the lab: %s" % failed
-    probe = pct(PYTHON, "-c", "import importlib.util as u; m = [x for x in ('sglang', 'transformers', 'datasets', "
-                "'torchvision') if u.find_spec(x) is None]; print(' '.join(m))", check=False)
-    assert probe.returncode == 0 and not probe.stdout.strip(), (
-        "the container venv lacks %r, which sglang.benchmark.serving imports: inventory/lab's "
-        "sglang_install_packages and lab/wheelhouse.txt must list them (%s)" % (probe.stdout.strip(), probe.stderr))
     return served_argv()  # the inventory's config: what `restore` and an invalid keep_best must leave running
 
 
@@ -215,3 +210,23 @@ def test_a_drifting_baseline_makes_the_benchmark_invalid(tmp_path, speed, invent
     assert (ts_dir / "report.md").read_text().startswith("# SGLang benchmark")
     assert_png_opens(ts_dir / "chart.png")
     assert served_argv() == inventory_argv  # keep_best never acts on an invalid verdict: the original is restored
+
+
+def test_a_client_that_does_not_import_stops_the_benchmark_before_any_restart(tmp_path, deployed):
+    # A venv missing one of the client's dependencies: torchvision shadowed for this interpreter only
+    pct("mkdir", "-p", "/tmp/gpuserve-broken")
+    pct("sh", "-c", "cat > /tmp/gpuserve-broken/torchvision.py", stdin='raise ImportError("no torchvision (test)")\n')
+    pct("sh", "-c", "cat > /tmp/gpuserve-broken/python && chmod 0755 /tmp/gpuserve-broken/python",
+        stdin='#!/bin/sh\nPYTHONPATH=/tmp/gpuserve-broken exec %s "$@"\n' % PYTHON)
+    main_pid = pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip()
+    try:
+        r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s3", "args": EAGLE_S3}],
+                                                             sglang_benchmark_python="/tmp/gpuserve-broken/python"))
+    finally:
+        pct("rm", "-rf", "/tmp/gpuserve-broken", check=False)
+    assert r.rc != 0
+    (msg,) = failures.values()
+    assert "sglang.benchmark.serving does not import in /opt/sglang/venv: ImportError: no torchvision (test)" in msg
+    assert pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip() == main_pid
+    assert served_argv() == deployed
+    assert not (tmp_path / "artifacts").exists()  # no report for a benchmark that never ran
