@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from labutil import LAB_MARKS, VMID
+from labutil import LAB_MARKS, VMID, lab_skip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAPTURES = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi-h200")
@@ -158,7 +158,7 @@ def test_memory_follows_a_holder_in_the_container_and_is_released_after_the_dela
 def test_ansible_reaches_the_pve_host_and_the_container():
     ansible = os.path.join(ROOT, ".venv", "bin", "ansible")
     if not os.path.exists(ansible):
-        pytest.skip("no .venv (scripts/bootstrap)")
+        lab_skip("no .venv (scripts/bootstrap)")
     res = subprocess.run([ansible, "-m", "ansible.builtin.ping", "all"], cwd=ROOT, capture_output=True,
                          text=True, check=False, timeout=180)
     assert res.returncode == 0, res.stdout + res.stderr
