@@ -16,7 +16,7 @@ which this lab cannot do offline. GPUSERVE-LAB.md in the tree says so.
 Fixed author/committer names and dates, sorted file lists and explicit modes make the SHAs a function of
 the wheel bytes only (checked against the pinned sha256 below), so inventory/lab can pin a SHA.
 
-Usage: lab/sglang_repo.py [--cache DIR] [--output BARE_REPO] [--print-shas]
+Usage: lab/sglang_repo.py [--cache DIR] [--output BARE_REPO]
 Prints "<version> <sha>" per commit; exits non-zero if a built SHA differs from EXPECTED_SHAS.
 """
 import argparse
@@ -166,6 +166,11 @@ def build(cache, output):
         git(["init", "--quiet", "--initial-branch=main"], tree, env)
         git(["config", "core.fileMode", "true"], tree, env)
         git(["config", "core.autocrlf", "false"], tree, env)
+        # Each commit adds ~6,000 loose objects, past gc.auto's 6,700 after the second: git would then start a
+        # detached `gc --auto` that packs and prunes them while the clone below copies them ("failed to copy
+        # file ... No such file or directory", seen in CI). The output is gc'ed explicitly, in the foreground.
+        git(["config", "gc.auto", "0"], tree, env)
+        git(["config", "maintenance.auto", "false"], tree, env)
         for version, sha in RELEASES:
             populate(tree, fetch_wheel(version, sha, cache), version, sha)
             git(["add", "--all", "."], tree, env)
