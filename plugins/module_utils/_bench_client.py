@@ -15,17 +15,37 @@ import os
 CLIENT_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
 
 # Resolves the client without importing sglang (its __init__ pulls in torch): find the package, then the file.
+# argv: [--import] MODULE...; prints the first MODULE that exists. With --import it also imports that module once:
+# the only complete test of the client's dependency set (0.5.23 imports transformers, datasets, torchvision, ...
+# on every path). The import's own output goes to stderr, so stdout stays the module name; on failure the last
+# stderr line is the message (import warnings come before it).
 PICK_CLIENT = (
-    "import importlib.util, os, sys\n"
+    "import contextlib, importlib, importlib.util, os, sys\n"
+    "args = sys.argv[1:]\n"
+    "do_import = args[:1] == ['--import']\n"
+    "mods = args[1:] if do_import else args\n"
     "spec = importlib.util.find_spec('sglang')\n"
     "if spec is None or not spec.submodule_search_locations:\n"
     "    sys.exit('sglang is not installed in ' + sys.prefix)\n"
     "root = list(spec.submodule_search_locations)[0]\n"
-    "for mod in sys.argv[1:]:\n"
-    "    if os.path.isfile(os.path.join(root, *mod.split('.')[1:]) + '.py'):\n"
-    "        print(mod); sys.exit(0)\n"
-    "sys.exit('none of %s in %s' % (sys.argv[1:], root))\n"
+    "found = [m for m in mods if os.path.isfile(os.path.join(root, *m.split('.')[1:]) + '.py')]\n"
+    "if not found:\n"
+    "    sys.exit('no benchmark client (%s) in %s' % (' or '.join(mods), root))\n"
+    "if do_import:\n"
+    "    try:\n"
+    "        with contextlib.redirect_stdout(sys.stderr):\n"
+    "            importlib.import_module(found[0])\n"
+    "    except Exception as exc:\n"
+    "        sys.exit('%s does not import in %s: %s: %s (install what it needs into that venv)'\n"
+    "                 % (found[0], sys.prefix, type(exc).__name__, exc))\n"
+    "print(found[0])\n"
 )
+
+
+def pick_client_argv(python, modules=CLIENT_MODULES, import_client=False):
+    """argv that prints the first of `modules` present in python's sglang (and imports it with import_client)."""
+    return [python, "-c", PICK_CLIENT] + (["--import"] if import_client else []) + list(modules)
+
 
 # bench_serving imports transformers for the tokenizer; the hub is never reached because both paths are local
 # and these variables make any attempt fail at once instead of hanging on the network.

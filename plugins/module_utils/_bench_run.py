@@ -16,11 +16,11 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_client impo
     CGROUP_ROOTS,
     CLIENT_MODULES,
     OFFLINE_ENV,
-    PICK_CLIENT,
     check_server,
     client_argv,
     effective_server_limits,
     parse_environ,
+    pick_client_argv,
     unit_pids,
     worker_env,
 )
@@ -69,11 +69,14 @@ def run_module(module):
     p = module.params
     result = {"changed": False, "started": _now()}
     client = p["client_module"]
-    if client == "auto":
-        rc, out, err = module.run_command([p["python"], "-c", PICK_CLIENT] + list(CLIENT_MODULES))
+    if client == "auto" or p["import_client"]:
+        modules = CLIENT_MODULES if client == "auto" else (client,)
+        rc, out, err = module.run_command(pick_client_argv(p["python"], modules, p["import_client"]),
+                                          environ_update=OFFLINE_ENV)
         if rc != 0:
-            module.fail_json(msg="cannot find SGLang's benchmark client: %s" % (err or out).strip(), **result)
-        client = out.strip()
+            lines = (err or out).strip().splitlines() or ["exit status %d, no output" % rc]
+            module.fail_json(msg="SGLang's benchmark client: %s" % lines[-1], **result)
+        client = out.strip().splitlines()[-1]
     result["client_module"] = client
     argv = client_argv(p["python"], client, p["base_url"].rstrip("/"), p["dataset_path"], p["tokenizer"],
                        p["num_prompts"], p["input_len"], p["output_len"], p["concurrency"], p["output_file"],

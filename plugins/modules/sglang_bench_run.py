@@ -31,6 +31,13 @@ options:
         has it and C(sglang.bench_serving) otherwise.
     type: str
     default: auto
+  import_client:
+    description:
+      - Also import the client module once (about 8 s with SGLang 0.5.23) and fail with its error. Finding the
+        file is not enough, since the client imports transformers, datasets, torchvision and more on every path.
+      - With check mode this is a preflight. The sglang_benchmark role runs it before its first server restart.
+    type: bool
+    default: false
   base_url:
     description: URL of the server.
     type: str
@@ -107,12 +114,23 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode nothing is sent to the server; the argv that would run is returned.
+    details:
+      - In check mode nothing is sent to the server. The client is found (and imported with O(import_client)),
+        the dataset and tokenizer paths are checked, and the argv that would run is returned.
   diff_mode:
     support: none
 """
 
 EXAMPLES = r"""
+- name: Preflight, before any server restart (finds and imports the client, checks the local files)
+  gpuserve.sglang.sglang_bench_run:
+    import_client: true
+    dataset_path: /var/lib/gpuserve/benchmark/sharegpt_offline.json
+    tokenizer: /models/Kimi-K2.5
+    output_file: /var/lib/gpuserve/benchmark/preflight.jsonl
+  check_mode: true
+  register: client
+
 - name: One single-stream run
   gpuserve.sglang.sglang_bench_run:
     dataset_path: /var/lib/gpuserve/benchmark/sharegpt_offline.json
@@ -174,6 +192,7 @@ def main():
     module = AnsibleModule(argument_spec=dict(
         python=dict(type="path", default="/opt/sglang/venv/bin/python"),
         client_module=dict(type="str", default="auto"),
+        import_client=dict(type="bool", default=False),
         base_url=dict(type="str", default="http://127.0.0.1:30000"),
         dataset_path=dict(type="path", required=True),
         tokenizer=dict(type="path", required=True),

@@ -100,13 +100,13 @@ def speed(deployed):
     pct("systemctl", "daemon-reload", check=False)
 
 
-def play(tmp_path, **extravars):
+def play(tmp_path, cmdline=None, **extravars):
     env = runner_env()
     private = tmp_path / ("runner-%d" % len(list(tmp_path.glob("runner-*"))))
     private.mkdir()
     r = ansible_runner.run(private_data_dir=str(private), playbook=os.path.join(ROOT, "playbooks", "benchmark.yml"),
                            inventory=os.path.join(ROOT, "inventory", "lab"), extravars=extravars, envvars=env,
-                           quiet=True, project_dir=ROOT)
+                           quiet=True, project_dir=ROOT, cmdline=cmdline)
     events = list(r.events)
     failures = {e["event_data"].get("task"): e["event_data"]["res"].get("msg", "")
                 for e in events if e["event"] == "runner_on_failed" and not e["event_data"].get("ignore_errors")}
@@ -230,3 +230,19 @@ def test_a_client_that_does_not_import_stops_the_benchmark_before_any_restart(tm
     assert pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip() == main_pid
     assert served_argv() == deployed
     assert not (tmp_path / "artifacts").exists()  # no report for a benchmark that never ran
+
+
+def test_check_mode_shows_the_plan_and_touches_nothing(tmp_path, deployed):
+    main_pid = pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip()
+    argv = served_argv()
+    r, failures, events = play(tmp_path, cmdline="--check",
+                               **small_matrix(tmp_path, [{"name": "eagle3-s3", "args": EAGLE_S3}]))
+    assert r.rc == 0, failures
+    plans = [e["event_data"]["res"]["msg"] for e in events if e["event"] == "runner_on_ok"
+             and e["event_data"].get("task", "").startswith("The plan (check mode")]
+    assert len(plans) == 1 and plans[0].startswith("would run 3 visits (baseline eagle3-s3 baseline)"), plans
+    assert not any(e["event_data"].get("task", "").startswith(("Deploy the arm", "Find SGLang's benchmark client"))
+                   for e in events if e["event"] == "runner_on_ok")
+    assert pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip() == main_pid
+    assert served_argv() == argv
+    assert not (tmp_path / "artifacts").exists()

@@ -1,4 +1,8 @@
 """bench_serving argv, /server_info checks and worker environ parsing (plugins/module_utils/_bench_client.py)."""
+import os
+import subprocess
+import sys
+
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_client as c
 
 
@@ -85,3 +89,36 @@ def test_unit_pids_prefers_the_unified_hierarchy(tmp_path):
     _cgroup(tmp_path, "/system.slice/sglang.service", [])
     assert c.unit_pids("/system.slice/sglang.service", (str(tmp_path),)) == []  # exists, empty: not None
     assert c.CGROUP_ROOTS[0] == "/sys/fs/cgroup"
+
+
+def pick(site, import_client=False, modules=c.CLIENT_MODULES):
+    argv = c.pick_client_argv(sys.executable, modules, import_client)
+    return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=site), timeout=60)
+
+
+def test_pick_client_prefers_benchmark_serving_and_falls_back_without_importing(tmp_path, fake_sglang):
+    boom = "raise RuntimeError('imported')\n"  # finding the client must not import sglang (torch) or the client
+    both = fake_sglang(tmp_path / "both", {"sglang.benchmark.serving": boom, "sglang.bench_serving": boom}, boom)
+    old = fake_sglang(tmp_path / "old", {"sglang.bench_serving": boom}, boom)
+    none = fake_sglang(tmp_path / "none", {}, boom)
+    r = pick(both)
+    assert (r.returncode, r.stdout) == (0, "sglang.benchmark.serving\n")  # found, not imported
+    assert pick(old).stdout == "sglang.bench_serving\n"
+    r = pick(none)
+    assert r.returncode == 1
+    assert "no benchmark client (sglang.benchmark.serving or sglang.bench_serving) in " in r.stderr
+
+
+def test_pick_client_with_import_reports_the_import_error_and_keeps_stdout_clean(tmp_path, fake_sglang):
+    noisy = "print('banner on stdout')\nimport torchvision_missing_for_this_test\n"
+    r = pick(fake_sglang(tmp_path / "bad", {"sglang.benchmark.serving": noisy}), import_client=True)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("sglang.benchmark.serving does not import in %s: ModuleNotFoundError: " % sys.prefix)
+    assert "banner on stdout" in r.stderr and r.stdout == ""
+    r = pick(fake_sglang(tmp_path / "good", {"sglang.benchmark.serving": "print('banner on stdout')\n"}),
+             import_client=True)
+    assert (r.returncode, r.stdout) == (0, "sglang.benchmark.serving\n")
+    r = pick(fake_sglang(tmp_path / "explicit", {"sglang.bench_serving": ""}), import_client=True,
+             modules=("sglang.benchmark.serving",))
+    assert r.returncode == 1 and "no benchmark client (sglang.benchmark.serving) in " in r.stderr
