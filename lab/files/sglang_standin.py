@@ -13,6 +13,7 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
   /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache), /flush_cache.
+- exits 1 when it cannot bind its --host/--port, as uvicorn does under SGLang (the ranks are terminated);
 What it does not do: load a model, use a GPU, or produce meaningful text.
 
 Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (default 80), GPUSIM_WARMUP_S
@@ -456,7 +457,13 @@ def main(argv=None):
             log("scheduler TP%d failed to start" % rank)
             shutdown(code=1)
     engine = Engine(args)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, args))
+    try:
+        server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, args))
+    except OSError as exc:
+        # as uvicorn's Server.startup under SGLang's launch_server: log, exit 1; the ranks die with their parent
+        log("ERROR:    [Errno %s] error while attempting to bind on address %r: %s"
+            % (exc.errno, (args.host, args.port), (exc.strerror or str(exc)).lower()))
+        shutdown(code=1)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     log("Uvicorn running on http://%s:%d (warming up %.1f s)" % (args.host, args.port,

@@ -4,37 +4,21 @@ run_command is not patched: the module runs the real client-picking script with 
 made-up sglang package (fake_sglang), so the argv, the environment and the message parsing are all exercised.
 The measured path needs a server and runs in tests/lab/test_benchmark.py.
 """
+import json
 import sys
 
 import pytest
-from unittest import mock
 
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuserve.sglang.plugins.modules import sglang_bench_run
 
 
-class Done(Exception):
-    pass
-
-
-def run(args):
-    out = {}
-
-    def exit_json(self, **kw):
-        out.update(kw, failed=False)
-        raise Done()
-
-    def fail_json(self, **kw):
-        out.update(kw, failed=True)
-        raise Done()
-    with patch_module_args(dict(args, _ansible_check_mode=True)), \
-            mock.patch.object(basic.AnsibleModule, 'exit_json', exit_json), \
-            mock.patch.object(basic.AnsibleModule, 'fail_json', fail_json):
-        with pytest.raises(Done):
-            sglang_bench_run.main()
-    return out
+def run(capsys, args):
+    """The module in check mode; returns its result (failed=True on fail_json)."""
+    with patch_module_args(dict(args, _ansible_check_mode=True)), pytest.raises(SystemExit):
+        sglang_bench_run.main()
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -46,38 +30,38 @@ def files(tmp_path):
                 output_file=str(tmp_path / 'out.jsonl'), base_url='http://127.0.0.1:9')
 
 
-def test_preflight_imports_the_client_and_returns_the_argv(tmp_path, files, fake_sglang, monkeypatch):
+def test_preflight_imports_the_client_and_returns_the_argv(capsys, tmp_path, files, fake_sglang, monkeypatch):
     site = fake_sglang(tmp_path / 'ok', {'sglang.benchmark.serving': (
         "import os, sys\nprint('banner')\n"
         "assert os.environ['HF_HUB_OFFLINE'] == '1', 'imported without the offline variables'\n")})
     monkeypatch.setenv('PYTHONPATH', site)
-    out = run(dict(files, import_client=True))
-    assert out['failed'] is False, out
+    out = run(capsys, dict(files, import_client=True))
+    assert not out.get('failed'), out
     assert out['client_module'] == 'sglang.benchmark.serving'
     assert out['argv'][:3] == [sys.executable, '-m', 'sglang.benchmark.serving']
     assert 'server' not in out and 'metrics' not in out
 
 
-def test_preflight_fails_with_the_clients_import_error(tmp_path, files, fake_sglang, monkeypatch):
+def test_preflight_fails_with_the_clients_import_error(capsys, tmp_path, files, fake_sglang, monkeypatch):
     site = fake_sglang(tmp_path / 'bad', {'sglang.benchmark.serving': "import warnings\n"
                                           "warnings.warn('a warning before the error')\n"
                                           "raise ImportError('no torchvision (test)')\n"})
     monkeypatch.setenv('PYTHONPATH', site)
-    out = run(dict(files, import_client=True))
-    assert out['failed'] is True
+    out = run(capsys, dict(files, import_client=True))
+    assert out.get('failed') is True
     assert out['msg'] == ("SGLang's benchmark client: sglang.benchmark.serving does not import in %s: ImportError: "
                           "no torchvision (test) (install what it needs into that venv)" % sys.prefix)
     # without import_client the file is found and nothing is imported
-    out = run(files)
-    assert (out['failed'], out['client_module']) == (False, 'sglang.benchmark.serving')
+    out = run(capsys, files)
+    assert not out.get('failed') and out['client_module'] == 'sglang.benchmark.serving'
 
 
-def test_an_explicit_client_is_checked_too_and_missing_files_fail(tmp_path, files, fake_sglang, monkeypatch):
+def test_an_explicit_client_is_checked_too_and_missing_files_fail(capsys, tmp_path, files, fake_sglang, monkeypatch):
     monkeypatch.setenv('PYTHONPATH', fake_sglang(tmp_path / 'old', {'sglang.bench_serving': ''}))
-    out = run(dict(files, import_client=True, client_module='sglang.benchmark.serving'))
-    assert out['failed'] is True and "no benchmark client (sglang.benchmark.serving) in " in out['msg']
-    out = run(dict(files, import_client=True))
-    assert (out['failed'], out['client_module']) == (False, 'sglang.bench_serving')
-    out = run(dict(files, dataset_path=str(tmp_path / 'absent.json')))
-    assert out['failed'] is True and out['msg'] == "dataset %s does not exist on the target (no hub downloads)" % (
+    out = run(capsys, dict(files, import_client=True, client_module='sglang.benchmark.serving'))
+    assert out.get('failed') is True and "no benchmark client (sglang.benchmark.serving) in " in out['msg']
+    out = run(capsys, dict(files, import_client=True))
+    assert not out.get('failed') and out['client_module'] == 'sglang.bench_serving'
+    out = run(capsys, dict(files, dataset_path=str(tmp_path / 'absent.json')))
+    assert out.get('failed') is True and out['msg'] == "dataset %s does not exist on the target (no hub downloads)" % (
         tmp_path / 'absent.json')
