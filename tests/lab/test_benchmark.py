@@ -133,6 +133,11 @@ EAGLE_S3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "spec
             "speculative_num_draft_tokens": 4, "speculative_attention_mode": "prefill"}
 
 
+def main_pid():
+    """The running server's PID, as systemd reports it."""
+    return pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip()
+
+
 def served_argv():
     """The argv the deployed server runs with, from the sglang_server manifest."""
     return json.loads(pct("cat", "/var/lib/gpuserve/sglang-manifest.json").stdout)["argv"]
@@ -218,7 +223,7 @@ def test_a_client_that_does_not_import_stops_the_benchmark_before_any_restart(tm
     pct("sh", "-c", "cat > /tmp/gpuserve-broken/torchvision.py", stdin='raise ImportError("no torchvision (test)")\n')
     pct("sh", "-c", "cat > /tmp/gpuserve-broken/python && chmod 0755 /tmp/gpuserve-broken/python",
         stdin='#!/bin/sh\nPYTHONPATH=/tmp/gpuserve-broken exec %s "$@"\n' % PYTHON)
-    main_pid = pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip()
+    pid = main_pid()
     try:
         r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s3", "args": EAGLE_S3}],
                                                              sglang_benchmark_python="/tmp/gpuserve-broken/python"))
@@ -227,13 +232,13 @@ def test_a_client_that_does_not_import_stops_the_benchmark_before_any_restart(tm
     assert r.rc != 0
     (msg,) = failures.values()
     assert "sglang.benchmark.serving does not import in /opt/sglang/venv: ImportError: no torchvision (test)" in msg
-    assert pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip() == main_pid
+    assert main_pid() == pid
     assert served_argv() == deployed
     assert not (tmp_path / "artifacts").exists()  # no report for a benchmark that never ran
 
 
 def test_check_mode_shows_the_plan_and_touches_nothing(tmp_path, deployed):
-    main_pid = pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip()
+    pid = main_pid()
     argv = served_argv()
     r, failures, events = play(tmp_path, cmdline="--check",
                                **small_matrix(tmp_path, [{"name": "eagle3-s3", "args": EAGLE_S3}]))
@@ -243,6 +248,6 @@ def test_check_mode_shows_the_plan_and_touches_nothing(tmp_path, deployed):
     assert len(plans) == 1 and plans[0].startswith("would run 3 visits (baseline eagle3-s3 baseline)"), plans
     assert not any(e["event_data"].get("task", "").startswith(("Deploy the arm", "Find SGLang's benchmark client"))
                    for e in events if e["event"] == "runner_on_ok")
-    assert pct("systemctl", "show", "--property=MainPID", "--value", "sglang.service").stdout.strip() == main_pid
+    assert main_pid() == pid
     assert served_argv() == argv
     assert not (tmp_path / "artifacts").exists()
