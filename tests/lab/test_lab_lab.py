@@ -111,6 +111,7 @@ def test_pct_push_and_pull(tmp_path):
 
 # ---- SIMULATED GPUs ------------------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("idle_gpus")
 def test_idle_gpu_query_is_byte_identical_to_the_capture():
     res = smi("--query-gpu=index,uuid,name,memory.used,memory.total,memory.reserved,driver_version,pci.bus_id",
               "--format=csv,noheader,nounits", "-i", "0")
@@ -124,6 +125,7 @@ def test_the_container_sees_eight_gpus_and_the_same_identity():
     assert inside.returncode == 0 and inside.stdout == host.stdout and len(host.stdout.splitlines()) == 8
 
 
+@pytest.mark.usefixtures("idle_gpus")
 def test_memory_follows_a_holder_in_the_container_and_is_released_after_the_delay():
     gpu = 3
     assert used(gpu) == 0
@@ -169,6 +171,7 @@ def test_ansible_reaches_the_pve_host_and_the_container():
 
 # ---- SIMULATED SGLang server ---------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("idle_gpus")
 def test_sglang_standin_spawns_ranks_that_hold_gpus_and_serves_the_api():
     port = "30917"
     server = subprocess.Popen(["/usr/sbin/pct", "exec", VMID, "--", "env", "GPUSIM_WARMUP_S=2",
