@@ -7,7 +7,7 @@ DOCUMENTATION = r'''
 name: pct_remote
 short_description: community.proxmox.proxmox_pct_remote, with Ansible pipelining
 version_added: 0.1.0
-author: gpuserve engineers
+author: gpuserve engineers (@gpuserve)
 requirements:
   - paramiko
   - community.proxmox >= 2.0.0

@@ -402,12 +402,13 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
                 entry["baseline_ref"] = ref
                 entry["speedup_pct"] = _pct(arm_med, ref)
                 if len(meds) == 2:
-                    entry["drift_pct"] = abs(meds[1] - meds[0]) / min(meds) * 100.0 if min(meds) else float("inf")
-                    if entry["drift_pct"] > drift_pct:
+                    drift = abs(meds[1] - meds[0]) / min(meds) * 100.0 if min(meds) else float("inf")
+                    entry["drift_pct"] = drift
+                    if drift > drift_pct:
                         comp["problems"].append(
                             "visit %d %s at concurrency %d: baseline drifted %.1f%% (%.2f -> %.2f tok/s), "
-                            "more than the %.1f%% allowed" % (vs["index"], vs["arm"], conc, entry["drift_pct"],
-                                                             meds[0], meds[1], drift_pct))
+                            "more than the %.1f%% allowed"
+                            % (vs["index"], vs["arm"], conc, drift, meds[0], meds[1], drift_pct))
             elif arm_med is None:
                 comp["problems"].append("visit %d %s: no run at concurrency %d" % (vs["index"], vs["arm"], conc))
             comp["concurrency"][key] = entry

@@ -131,7 +131,7 @@ def parse_environ(data, prefixes):
     for item in data.split(b"\0"):
         if b"=" not in item:
             continue
-        key, _, value = item.partition(b"=")
+        key, _sep, value = item.partition(b"=")
         name = key.decode("utf-8", "replace")
         if any(name.startswith(p) for p in prefixes):
             env[name] = value.decode("utf-8", "replace")

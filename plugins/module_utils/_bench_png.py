@@ -77,7 +77,7 @@ class Canvas:
     def __init__(self, width, height, background=(255, 255, 255)):
         self.width = int(width)
         self.height = int(height)
-        self.rows = [bytearray(bytes(background) * self.width) for _ in range(self.height)]
+        self.rows = [bytearray(bytes(background) * self.width) for _row in range(self.height)]
 
     def pixel(self, x, y, color):
         if 0 <= x < self.width and 0 <= y < self.height:

@@ -187,8 +187,10 @@ def render_png(verdict, title="SGLang output tok/s per visit (median, min-max)")
         for i, (visit, st) in enumerate(zip(visits, vals)):
             x0 = left + i * slot + 8
             x1 = left + (i + 1) * slot - 8
-            color = COLORS["baseline"] if visit["kind"] == "baseline" else COLORS.get(decisions.get(visit["arm"]),
-                                                                                     COLORS["rejected"])
+            if visit["kind"] == "baseline":
+                color = COLORS["baseline"]
+            else:
+                color = COLORS.get(decisions.get(visit["arm"]), COLORS["rejected"])
             if visit["problems"]:
                 color = COLORS["invalid"]
             if st["median"] is not None:

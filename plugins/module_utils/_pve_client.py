@@ -92,17 +92,17 @@ class ApiClient(object):
         if params.get('api_password'):
             auth['password'] = params['api_password']
         else:
-            user, _, token = str(params.get('api_token_id') or '').partition('!')
+            user, _sep, token = str(params.get('api_token_id') or '').partition('!')
             if token and user:
                 auth['user'] = user
             auth['token_name'] = token or params.get('api_token_id')
             auth['token_value'] = params.get('api_token_secret')
         try:
-            self.api = ProxmoxAPI(params['api_host'], verify_ssl=verify, timeout=params.get('api_timeout') or 30,
-                                  **auth)
+            self.api = ProxmoxAPI(params['api_host'], verify_ssl=verify,
+                                  timeout=params.get('api_timeout') or 30, **auth)
         except Exception as exc:  # proxmoxer raises plain exceptions for login failures
-            raise PveFailure('cannot log in to the PVE API at {0}: {1}'.format(params['api_host'],
-                                                                             _resource_message(exc)[0]))
+            raise PveFailure('cannot log in to the PVE API at {0}: {1}'.format(
+                params['api_host'], _resource_message(exc)[0]))
 
     def _call(self, fn):
         try:
@@ -118,10 +118,10 @@ class ApiClient(object):
         return self.api.nodes(self.node).lxc(self.vmid)
 
     def version(self):
-        return self._call(lambda: self.api.version.get())
+        return self._call(self.api.version.get)
 
     def config(self):
-        return self._call(lambda: self._ct.config.get())
+        return self._call(self._ct.config.get)
 
     def update(self, sets, deletes, digest=None):
         args = dict(sets)
@@ -132,10 +132,10 @@ class ApiClient(object):
         self._call(lambda: self._ct.config.put(**args))
 
     def status(self):
-        return self._call(lambda: self._ct.status.current.get()).get('status')
+        return self._call(self._ct.status.current.get).get('status')
 
     def reboot(self, timeout=None):
-        upid = self._call(lambda: self._ct.status.reboot.post())
+        upid = self._call(self._ct.status.reboot.post)
         self.wait(upid, timeout)
 
     def wait(self, upid, timeout=None):
@@ -143,7 +143,7 @@ class ApiClient(object):
         deadline = self.clock() + (timeout or self.task_timeout)
         tasks = self.api.nodes(self.node).tasks(upid)
         while True:
-            status = self._call(lambda: tasks.status.get())
+            status = self._call(tasks.status.get)
             if status.get('status') == 'stopped':
                 exitstatus = str(status.get('exitstatus') or '')
                 if exitstatus == 'OK' or exitstatus.startswith('WARNINGS'):
@@ -178,8 +178,8 @@ class PctClient(object):
         rc, out, err = self.module.run_command(argv)
         if rc != 0:
             text = (err or out or '').strip().splitlines()
-            raise PveFailure('{0} failed (rc {1}): {2}'.format(' '.join(argv[:3]), rc,
-                                                                ' | '.join(text[-3:]) or 'no output'))
+            raise PveFailure('{0} failed (rc {1}): {2}'.format(
+                ' '.join(argv[:3]), rc, ' | '.join(text[-3:]) or 'no output'))
         return out
 
     def config(self):
@@ -206,7 +206,7 @@ class PctClient(object):
     def status(self):
         out = self._run('status', self.vmid)
         for line in out.splitlines():
-            key, _, value = line.partition(':')
+            key, _sep, value = line.partition(':')
             if key.strip() == 'status':
                 return value.strip()
         raise PveFailure('pct status {0}: unexpected output {1!r}'.format(self.vmid, out.strip()))

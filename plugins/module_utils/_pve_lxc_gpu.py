@@ -99,8 +99,8 @@ def make_client(module, params, method):
     if not os.access(params['pct_path'], os.X_OK):
         module.fail_json(msg='devN passthrough needs root@pam with a password on the API (PVE refuses API tokens) or '
                              '`pct` on the node, and {0} is not here on {1}: run this task on the PVE host '
-                             '(delegate_to) or give api_password for root@pam'.format(params['pct_path'],
-                                                                                    os.uname()[1]))
+                             '(delegate_to) or give api_password for root@pam'.format(
+                                 params['pct_path'], os.uname()[1]))
     return client.PctClient(module, params['vmid'], params['pct_path'])
 
 
@@ -125,7 +125,7 @@ def run(module):
     pve = make_client(module, params, method)
     retries, delay = params['lock_retries'], params['lock_retry_delay']
     try:
-        config, _ = client.with_lock_retries(pve.config, 0, delay)
+        config, _attempts = client.with_lock_retries(pve.config, 0, delay)
         try:
             change = devices.plan(config, wanted, opts, prune=params['prune'])
         except devices.DeviceError as exc:
@@ -150,7 +150,7 @@ def run(module):
             again = devices.plan(current, wanted, opts, prune=params['prune'])
             if again['set'] or again['delete']:
                 pve.update(again['set'], again['delete'], current.get('digest'))
-        _, attempts = client.with_lock_retries(apply, retries, delay)
+        _applied, attempts = client.with_lock_retries(apply, retries, delay)
         result['attempts'] = attempts
         if running and params['restart']:
             client.with_lock_retries(lambda: pve.reboot(params['task_timeout']), retries, delay)

@@ -33,7 +33,7 @@ attributes:
 seealso:
   - module: gpuserve.sglang.gpu_release
 author:
-  - gpuserve engineers
+  - gpuserve engineers (@gpuserve)
 '''
 
 EXAMPLES = r'''

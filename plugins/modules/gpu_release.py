@@ -158,7 +158,7 @@ options:
 seealso:
   - module: gpuserve.sglang.gpu_memory_gate
 author:
-  - gpuserve engineers
+  - gpuserve engineers (@gpuserve)
 '''
 
 EXAMPLES = r'''

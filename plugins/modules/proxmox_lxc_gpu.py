@@ -26,7 +26,7 @@ description:
   - The container restarts only when its device set changed, it is running, and O(restart=true); otherwise
     RV(restart_required) tells the caller that the running container does not have the new set yet.
 author:
-  - gpuserve engineers
+  - gpuserve engineers (@gpuserve)
 attributes:
   check_mode:
     support: full

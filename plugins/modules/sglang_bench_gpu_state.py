@@ -17,7 +17,9 @@ description:
     other than seven, fewer GPUs than expected), because a benchmark figure is never recorded without the GPU state.
   - Read-only; always returns C(changed=false). Runs where nvidia-smi sees the GPUs (the PVE host).
 author:
-  - gpuserve contributors
+  - gpuserve engineers (@gpuserve)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   nvidia_smi:
     description: nvidia-smi executable.
@@ -38,6 +40,9 @@ attributes:
     details: Read-only, runs in check mode too.
   diff_mode:
     support: none
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""

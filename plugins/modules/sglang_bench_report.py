@@ -18,7 +18,9 @@ description:
     whiskers) into O(dest), then decodes the PNG it wrote to prove it opens.
   - Meant for the controller, delegated to C(localhost).
 author:
-  - gpuserve contributors
+  - gpuserve engineers (@gpuserve)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   dest:
     description: Report directory; created if missing.
@@ -64,6 +66,9 @@ attributes:
     details: In check mode the verdict is computed and nothing is written.
   diff_mode:
     support: none
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -110,8 +115,8 @@ def write_report(module):
                          require_clean_tree=p["require_clean_tree"])
     except (BenchError, KeyError, TypeError) as exc:
         module.fail_json(msg="cannot judge the runs: %s" % exc)
-    files = {k: os.path.join(p["dest"], n) for k, n in (("json", "results.json"), ("markdown", "report.md"),
-                                                         ("png", "chart.png"))}
+    names = (("json", "results.json"), ("markdown", "report.md"), ("png", "chart.png"))
+    files = {k: os.path.join(p["dest"], n) for k, n in names}
     meta = dict(p["meta"], json="results.json", chart="chart.png")
     payload = {
         "json": render_json(build_document(result, p["runs"], p["visits"], meta)).encode("utf-8"),

@@ -19,7 +19,9 @@ description:
     carries the NCCL variables the workers really had.
   - Runs inside the SGLang container. It changes no configuration and always returns C(changed=false).
 author:
-  - gpuserve contributors
+  - gpuserve engineers (@gpuserve)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   python:
     description: Interpreter of the SGLang venv (the client must be the pinned SGLang's own).
@@ -119,6 +121,9 @@ attributes:
         the dataset and tokenizer paths are checked, and the argv that would run is returned.
   diff_mode:
     support: none
+  platform:
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -181,6 +186,29 @@ worker_env:
       variables such as C(NCCL_CUMEM_ENABLE) for its children only.
   returned: success
   type: dict
+  contains:
+    pids:
+      description: PIDs of the workers read.
+      type: list
+      elements: int
+      returned: success
+    pids_with_vars:
+      description: PIDs of the workers that carry at least one variable of O(env_prefixes).
+      type: list
+      elements: int
+      returned: success
+    consistent:
+      description: Whether every worker carries the same set; null when no worker was found.
+      type: bool
+      returned: success
+    env:
+      description: The set every worker carries (when RV(worker_env.consistent)).
+      type: dict
+      returned: success
+    per_pid:
+      description: Each worker's set, by PID, when the sets differ.
+      type: dict
+      returned: when the workers' sets differ
 """
 
 from ansible.module_utils.basic import AnsibleModule

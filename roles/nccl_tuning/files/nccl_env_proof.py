@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Proof that the NCCL variables reach a worker started the way SGLang starts its workers.
 
 Run with the deployed interpreter and a clean environment, so nothing can come from the caller:

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The nccl_tuning role's reads in the container, one call each (sent on stdin: python3 - MODE ...). Stdlib only.
 
   state --venv DIR --module NAME --file PATH... --dir PATH...

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The nvidia_userspace role's reads, one call per machine (sent on stdin: python3 - MODE ...). Stdlib only.
 
   host -- QUERY...

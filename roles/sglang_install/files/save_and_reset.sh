@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Saves every local modification of a git tree (tracked changes and untracked, non-ignored files) to a patch file,
 # then resets the tree to HEAD. Prints the patch path last. The name carries HEAD and a hash of the diff, so the
 # same modifications saved twice give the same file. Re-apply with: git -C "$GPUSERVE_SRC" apply <patch>

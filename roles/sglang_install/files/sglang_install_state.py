@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Read-only state of the SGLang install, in one call (sent on stdin: python3 - MODE ...). Stdlib only.
 
   state --src DIR --venv DIR --pin REF --file PATH... --dpkg PKG... --packages JSON --constraints JSON

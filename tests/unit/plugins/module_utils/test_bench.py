@@ -253,8 +253,7 @@ def test_verdict_invalid_when_a_gpu_throttled():
     assert {a["name"]: a for a in v["arms"]}["eagle3-s2"]["decision"] == "invalid"
 
 
-H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "results",
-                              "2026-11-30-h200x1-gpu-state")
+H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "h200-gpu-state")
 
 
 def test_verdict_invalid_with_the_real_h200_power_cap_state_and_not_with_its_idle_state():

@@ -93,7 +93,8 @@ def test_unit_pids_prefers_the_unified_hierarchy(tmp_path):
 
 def pick(site, import_client=False, modules=c.CLIENT_MODULES):
     argv = c.pick_client_argv(sys.executable, modules, import_client)
-    return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=site), timeout=60)
+    return subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=site), timeout=60,
+                          check=False)
 
 
 def test_pick_client_prefers_benchmark_serving_and_falls_back_without_importing(tmp_path, fake_sglang):

@@ -9,7 +9,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_png as png
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_report as rep
 
-from test_bench import ARMS, SERVER_ARGS, make_runs  # pylint: disable=import-error
+from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import ARMS, SERVER_ARGS, make_runs
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as ga
 from ansible_collections.gpuserve.sglang.plugins.module_utils._gate import GATE_ARGS
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import MIB
 
-from test_nvidia_smi import FIX, UUID, FakeNvml, capture, four_fields
+from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_nvidia_smi import FIX, UUID, FakeNvml, capture, four_fields
 
 
 class Clock:
@@ -106,8 +106,8 @@ def test_timeout_names_holders_in_containers(tmp_path):
                       (4245, '0::/lxc.monitor/105\n')]:
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / 'cgroup').write_text(text)
-    apps = ''.join('%s, %d, %d\n' % (UUID, pid, mib) for pid, mib in [(4242, 81920), (4243, 1), (4244, 2), (4245, 3),
-                                                                       (4246, 4)])
+    holders = [(4242, 81920), (4243, 1), (4244, 2), (4245, 3), (4246, 4)]
+    apps = ''.join('%s, %d, %d\n' % (UUID, pid, mib) for pid, mib in holders)
     apps += 'GPU-other-gpu, 9, 5\n'
     clock = Clock()
     module = Smi(clock, used=lambda t: 81930, apps=apps)

@@ -4,7 +4,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _procs as procs
 from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Result
 
-from test_nvidia_smi import capture
+from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_nvidia_smi import capture
 
 PS = """\
     1     0     1 Ss   /sbin/init
@@ -31,8 +31,8 @@ def table():
 
 def test_parse_ps():
     t = table()
-    assert t[100] == procs.Proc(100, 1, 100, 'Ssl', '/opt/sglang/venv/bin/python -m sglang.launch_server '
-                                                     '--model-path /models/k2 --tp 8')
+    assert t[100] == procs.Proc(100, 1, 100, 'Ssl',
+                                '/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/k2 --tp 8')
     assert t[200].args == 'sshd: root@pts/0'
     assert procs.parse_ps('  7 1 7 S\n')[7].args == ''
 

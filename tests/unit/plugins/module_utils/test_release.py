@@ -5,7 +5,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._release import (
     GATE_OPTIONS, RELEASE_ARGS, Release, ReleaseError)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._procs import PS_SIGNATURE
 
-from test_gate import Clock
+from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gate import Clock
 
 DEV = 'autofs\ncpu/\nnull\nnvidia-caps/\nnvidia-uvm\nnvidia0\nnvidia1\nnvidiactl\n'
 UUID = 'GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7'
@@ -130,7 +130,7 @@ def test_term_then_holders_then_gate_spares_protected_and_self():
     assert set(world.procs) == {1, 50, 60, 102, 400, 500}
     assert sorted((s['pid'], s['reason']) for s in res['skipped_protected']) == [
         (50, 'protected'), (60, 'protected'), (500, 'this module, its ancestors or its helpers')]
-    assert all(num not in (1, 50, 60, 400, 500) and num > 0 for _, num in world.signals)
+    assert all(num not in (1, 50, 60, 400, 500) and num > 0 for _sig, num in world.signals)
     assert res['device_paths'] == ['/dev/nvidia-uvm', '/dev/nvidia0', '/dev/nvidia1', '/dev/nvidiactl']
     assert res['gate']['passed'] and res['gate']['polls'] == 1
     assert set(res['timings']) == {'term_s', 'kill_s', 'holders_s', 'gate_s'}

@@ -208,5 +208,5 @@ def test_lab_device_root_maps_to_dev(pve, tmp_path):
 
 
 def test_secret_is_not_in_the_result(pve):
-    _, res = run(API)
+    res = run(API)[1]
     assert 's3cret-pw' not in json.dumps(res)
