@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, plan_arms, progress_line
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, plan_arms
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_progress import progress_line
 
 
 def bench_plan(server_args, arms, max_running_requests, baseline_args=None, rounds=1):

@@ -44,9 +44,6 @@ class SmiError(Exception):
         super().__init__(msg)
         self.msg, self.raw, self.rc, self.stderr, self.cmd = msg, raw, rc, stderr, cmd
 
-    def as_dict(self):
-        return dict(msg=self.msg, raw=self.raw, rc=self.rc, stderr=self.stderr, cmd=self.cmd)
-
 
 def gpu_query(nvidia_smi):
     # Every GPU is read, and selection happens in Python, so a missing index is seen rather than answered

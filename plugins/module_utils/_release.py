@@ -130,7 +130,9 @@ class Release:
             return
         pids = parse_fuser(self.runner.run(['fuser'] + self.device_paths))
         pids -= set(k['pid'] for k in self.killed if k['signal'] == 'KILL' or self.check)
-        if pids - set(table):
+        if any(p not in table or p not in never for p in pids):
+            # Before a SIGKILL, judge by a listing taken after fuser answered: the earlier one may show a PID that
+            # has since exited and been reused, e.g. by a protected daemon that now holds /dev/nvidiactl.
             table = self.ps()
             never = self.policy.never(table)
         holders = [table[p] for p in sorted(pids) if p in table]

@@ -97,7 +97,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, verdict
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_verdict import verdict
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_png import decode_png
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_report import (
     build_document,

@@ -51,6 +51,31 @@ def _candidates(module, path_entry):
     return found
 
 
+def judge(expected, module, parent, child, exitcode, origin, purelib, shadowed):
+    """(problems, missing): what keeps the proof from holding. `child` is the spawned child's snapshot (None when
+    it never reported), `origin` where `import module` resolves, `shadowed` earlier copies on sys.path."""
+    problems = []
+    if not parent["hook_imported_at_start"]:
+        problems.append("hook module %s was not imported at interpreter start (the .pth did not run)" % module)
+    if origin is None or os.path.dirname(origin) != purelib:
+        problems.append("import %s resolves to %s, not %s" % (module, origin, purelib))
+    if shadowed:
+        problems.append("shadowed by earlier sys.path entries: %s" % ", ".join(shadowed))
+    missing = []
+    if child is None:
+        problems.append("spawned child did not report (exit code %s)" % exitcode)
+    else:
+        if not child["hook_imported_at_start"]:
+            problems.append("hook module was not imported at the spawned child's start")
+        for name in sorted(expected):
+            got = child["env"].get(name)
+            if got != expected[name]:
+                missing.append(name if got is None else "%s=%r (expected %r)" % (name, got, expected[name]))
+    if missing:
+        problems.append("missing in the spawned child: %s" % ", ".join(missing))
+    return problems, missing
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--expect", required=True, help="JSON object: variable name -> expected value")
@@ -81,28 +106,13 @@ def main():
     proc = ctx.Process(target=_child, args=(send, names, args.module))
     proc.start()
     send.close()
-    child = recv.recv() if recv.poll(120) else None
+    try:
+        child = recv.recv() if recv.poll(120) else None
+    except EOFError:  # the child died before it reported: judged below as "did not report"
+        child = None
     proc.join(30)
 
-    problems = []
-    if not parent["hook_imported_at_start"]:
-        problems.append("hook module %s was not imported at interpreter start (the .pth did not run)" % args.module)
-    if origin is None or os.path.dirname(origin) != purelib:
-        problems.append("import %s resolves to %s, not %s" % (args.module, origin, purelib))
-    if shadowed:
-        problems.append("shadowed by earlier sys.path entries: %s" % ", ".join(shadowed))
-    missing = []
-    if child is None:
-        problems.append("spawned child did not report (exit code %s)" % proc.exitcode)
-    else:
-        if not child["hook_imported_at_start"]:
-            problems.append("hook module was not imported at the spawned child's start")
-        for name in names:
-            got = child["env"].get(name)
-            if got != expected[name]:
-                missing.append(name if got is None else "%s=%r (expected %r)" % (name, got, expected[name]))
-    if missing:
-        problems.append("missing in the spawned child: %s" % ", ".join(missing))
+    problems, missing = judge(expected, args.module, parent, child, proc.exitcode, origin, purelib, shadowed)
 
     result = {
         "ok": not problems,

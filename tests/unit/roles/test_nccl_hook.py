@@ -53,6 +53,7 @@ def _proof(python, script, expect):
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.foreign_python
 def test_proof_passes_under_env_i(venv):
     path, expected = venv[:2]
     res = _proof(os.path.join(path, "bin", "python"), PROOF, expected)
@@ -62,6 +63,7 @@ def test_proof_passes_under_env_i(venv):
     assert result["child"]["pid"] != result["parent"]["pid"]
 
 
+@pytest.mark.foreign_python
 def test_proof_lists_missing_variables(venv):
     path, expected = venv[:2]
     res = _proof(os.path.join(path, "bin", "python"), PROOF, dict(expected, NCCL_SOMETHING_ELSE="1"))
@@ -70,6 +72,19 @@ def test_proof_lists_missing_variables(venv):
     assert "NCCL_SOMETHING_ELSE" in res.stderr
 
 
+@pytest.mark.foreign_python
+def test_proof_checks_values_not_only_presence(venv):
+    path, expected = venv[:2]
+    assert expected["NCCL_NVLS_ENABLE"] == "0"  # what the hook sets; the proof is told to expect another value
+    res = _proof(os.path.join(path, "bin", "python"), PROOF, dict(expected, NCCL_NVLS_ENABLE="1"))
+    assert res.returncode == 1
+    result = json.loads(res.stdout)
+    assert result["ok"] is False and result["child"]["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert result["missing"] == ["NCCL_NVLS_ENABLE='0' (expected '1')"]
+    assert "NCCL_NVLS_ENABLE='0' (expected '1')" in res.stderr
+
+
+@pytest.mark.foreign_python
 def test_proof_detects_shadowing(venv):
     path, expected, base = venv
     script_dir = base / "shadowed"

@@ -1,5 +1,6 @@
 """sglang_argv: dict of SGLang settings -> argv list."""
 import argparse
+import enum
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -115,3 +116,44 @@ def test_refuses_non_dict():
 
 def test_float_keeps_precision():
     assert sglang_argv({"mem_fraction_static": 0.9}) == ["--mem-fraction-static", "0.9"]
+
+
+@pytest.mark.parametrize("key, value, want", [
+    ("random_seed", 0, ["--random-seed", "0"]),
+    ("mem_fraction_static", 0.0, ["--mem-fraction-static", "0.0"]),
+    ("chat_template", "", ["--chat-template", ""]),
+    ("speculative_eagle_topk", [0], ["--speculative-eagle-topk", "0"]),
+])
+def test_falsy_but_meaningful_values_are_passed(key, value, want):
+    # only None and False mean "leave the flag out": 0, 0.0 and '' are values SGLang must receive
+    assert sglang_argv({key: value}) == want
+
+
+def test_refusals_name_the_setting_and_the_type():
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv(("tp_size", 8))
+    assert str(err.value) == "sglang_argv: expected a dict of SGLang settings, got tuple"
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv({"--tp-size": 8})
+    assert str(err.value) == ("sglang_argv: '--tp-size' is not a SGLang setting name "
+                              "(use the snake_case field name, e.g. tp_size, not --tp-size)")
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv({"chat_template": object()})
+    assert str(err.value) == "sglang_argv: chat_template: unsupported value type object"
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv({"served_model_name": "a\nb"})
+    assert str(err.value) == "sglang_argv: served_model_name: value contains a newline or NUL byte"
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv({"cuda_graph_bs": [1, True]})
+    assert str(err.value) == "sglang_argv: cuda_graph_bs: booleans are only valid as a whole value"
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_argv({"lora_paths": ["a", None]})
+    assert str(err.value) == "sglang_argv: lora_paths: unsupported value type NoneType"
+
+
+def test_an_int_enum_passes_as_its_number():
+    class Steps(enum.IntEnum):
+        THREE = 3
+
+    assert sglang_argv({"speculative_num_steps": Steps.THREE, "x": [Steps.THREE]}) == [
+        "--speculative-num-steps", "3", "--x", "3"]

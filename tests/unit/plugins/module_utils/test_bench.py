@@ -1,10 +1,13 @@
-"""Verdict, drift, throttle, plan and parser logic of the benchmark (plugins/module_utils/_bench.py)."""
+"""Verdict, drift, throttle, plan and parser logic of the benchmark (plugins/module_utils/_bench*.py)."""
 import json
 import os
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verdict as bv
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_stats as st
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_progress as pr
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nvidia-smi-h200")
 
@@ -192,7 +195,7 @@ def make_runs(visits, speeds, repeats=3, concurrencies=(1,), gpu=IDLE_GPU, jitte
 def test_verdict_picks_the_faster_arm():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 94.0, "eagle3-s3": 101.0}, concurrencies=(1, 8))
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is True and v["winner"] == "eagle3-s3", v["summary"]
     arms = {a["name"]: a for a in v["arms"]}
     assert arms["eagle3-s3"]["decision"] == "accepted"
@@ -209,7 +212,7 @@ def test_verdict_rejects_a_slower_eagle3_arm():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     # the story's bad day: EAGLE-3 at 59-61 tok/s against an 82.2 baseline
     runs = make_runs(visits, {"baseline": 82.2, "eagle3-s2": 60.0, "eagle3-s3": 61.0})
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is True
     assert v["winner"] == "baseline"
     arms = {a["name"]: a for a in v["arms"]}
@@ -221,9 +224,9 @@ def test_verdict_rejects_a_slower_eagle3_arm():
 
 def test_verdict_gain_within_noise_is_not_accepted():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
-    v = b.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits)
+    v = bv.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits)
     assert v["winner"] == "baseline"
-    v = b.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits, min_speedup_pct=1.0)
+    v = bv.verdict(make_runs(visits, {"baseline": 88.8, "eagle3-s2": 90.0}), visits, min_speedup_pct=1.0)
     assert v["winner"] == "eagle3-s2"
 
 
@@ -231,7 +234,7 @@ def test_verdict_detects_baseline_drift():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     # the story: 88.8 tok/s one day, 82.2 the next -> 8.0% drift
     runs = make_runs(visits, {0: 88.8, 1: 94.0, 2: 82.2, 3: 95.0, 4: 82.0})
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is False and v["winner"] is None
     assert v["summary"].startswith("INVALID: visit 1 eagle3-s2 at concurrency 1: baseline drifted 8.0%")
     arms = {a["name"]: a for a in v["arms"]}
@@ -240,14 +243,14 @@ def test_verdict_detects_baseline_drift():
     assert v["best_valid_arm"] == "eagle3-s3"
     assert v["baseline_drift_pct"] == pytest.approx((88.8 - 82.0) / 82.0 * 100)
     # a looser threshold accepts the same data
-    assert b.verdict(runs, visits, drift_pct=10.0)["valid"] is True
+    assert bv.verdict(runs, visits, drift_pct=10.0)["valid"] is True
 
 
 def test_verdict_invalid_when_a_gpu_throttled():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
     runs[4]["gpu_after"] = b.parse_gpu_clocks("0, 1400, 3201, 87, 700.0, 0x0000000000000040, P0")
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is False
     assert "GPU 0 throttled after the run (hw_thermal_slowdown)" in v["problems"][0]
     assert {a["name"]: a for a in v["arms"]}["eagle3-s2"]["decision"] == "invalid"
@@ -269,14 +272,14 @@ def test_verdict_invalid_with_the_real_h200_power_cap_state_and_not_with_its_idl
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
     for run in runs:
         run["gpu_before"] = run["gpu_after"] = idle
-    assert b.verdict(runs, visits)["valid"] is True
+    assert bv.verdict(runs, visits)["valid"] is True
     runs[3]["gpu_before"] = busy  # one run of the EAGLE-3 visit started on a capped GPU
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is False and v["winner"] is None
     assert "GPU 0 throttled before the run (sw_power_cap)" in v["problems"][0]
     # knowingly accepting the power cap (sglang_benchmark_throttle_reasons without it) makes the same data valid
     others = [r for r in b.DEFAULT_THROTTLE_REASONS if r != "sw_power_cap"]
-    assert b.verdict(runs, visits, throttle_reasons=others)["winner"] == "eagle3-s2"
+    assert bv.verdict(runs, visits, throttle_reasons=others)["winner"] == "eagle3-s2"
 
 
 def test_verdict_invalid_on_failed_requests_dirty_tree_changed_commit_or_env():
@@ -284,25 +287,25 @@ def test_verdict_invalid_on_failed_requests_dirty_tree_changed_commit_or_env():
     speeds = {"baseline": 88.8, "eagle3-s2": 99.0}
     runs = make_runs(visits, speeds)
     runs[0]["metrics"]["completed"] = 5
-    assert "5 of 8 requests completed" in b.verdict(runs, visits)["problems"][0]
+    assert "5 of 8 requests completed" in bv.verdict(runs, visits)["problems"][0]
 
     runs = make_runs(visits, speeds, sglang_dirty=True)
-    assert "dirty" in b.verdict(runs, visits)["problems"][0]
-    assert b.verdict(runs, visits, require_clean_tree=False)["valid"] is True
+    assert "dirty" in bv.verdict(runs, visits)["problems"][0]
+    assert bv.verdict(runs, visits, require_clean_tree=False)["valid"] is True
 
     runs = make_runs(visits, speeds)
     runs[-1]["provenance"]["sglang_commit"] = "b" * 40
-    assert "commit changed" in b.verdict(runs, visits)["problems"][0]
+    assert "commit changed" in bv.verdict(runs, visits)["problems"][0]
 
     runs = make_runs(visits, speeds)
     runs[3]["provenance"]["nccl_env"] = {}
-    assert "NCCL environment differed" in b.verdict(runs, visits)["problems"][0]
+    assert "NCCL environment differed" in bv.verdict(runs, visits)["problems"][0]
 
 
 def test_verdict_needs_baselines_on_both_sides():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
     runs = [r for r in make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0}) if r["visit"] != 2]
-    v = b.verdict(runs, visits)
+    v = bv.verdict(runs, visits)
     assert v["valid"] is False and "needs a fresh baseline on both sides" in v["problems"][0]
 
 
@@ -310,22 +313,22 @@ def test_verdict_decision_concurrency_must_be_measured():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
     with pytest.raises(b.BenchError, match="not measured"):
-        b.verdict(runs, visits, decision_concurrency=16)
+        bv.verdict(runs, visits, decision_concurrency=16)
     with pytest.raises(b.BenchError, match="no measured runs"):
-        b.verdict([], visits)
+        bv.verdict([], visits)
 
 
 def test_summarize_and_spread():
-    s = b.summarize([90.0, 100.0, 95.0])
+    s = st.summarize([90.0, 100.0, 95.0])
     assert s["median"] == 95.0 and s["min"] == 90.0 and s["max"] == 100.0 and s["n"] == 3
     assert s["spread_pct"] == pytest.approx(10 / 95 * 100)
-    assert b.summarize([1.0, 3.0])["median"] == 2.0
-    assert b.summarize([])["median"] is None
+    assert st.summarize([1.0, 3.0])["median"] == 2.0
+    assert st.summarize([])["median"] is None
 
 
 def test_progress_line_with_eta():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     runs = make_runs(visits[:2], {"baseline": 88.8, "eagle3-s2": 94.0}, concurrencies=(1, 8))
-    line = b.progress_line(visits, runs, 1, 600.0)
+    line = pr.progress_line(visits, runs, 1, 600.0)
     assert line.startswith("[2/5] eagle3-s2 (variant): c=1 94.00 tok/s (n=3, spread 0.4%); c=8 ")
     assert line.endswith("elapsed 10m00s, ETA 15m00s")

@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import types
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_client as c
 
@@ -16,7 +17,6 @@ def test_argv_fixed_lengths_local_files_jsonl_and_flush():
                  "--max-concurrency 1", "--output-file /out.jsonl", "--backend sglang"):
         assert part in joined
     assert argv[-1] == "--flush-cache" and "--model" not in argv
-    assert c.OFFLINE_ENV["HF_HUB_OFFLINE"] == "1"
 
 
 def test_server_check_catches_the_speculative_cap_and_wrong_arm():
@@ -88,7 +88,33 @@ def test_unit_pids_finds_the_unit_in_a_hybrid_layout_and_walks_sub_cgroups(tmp_p
 def test_unit_pids_prefers_the_unified_hierarchy(tmp_path):
     _cgroup(tmp_path, "/system.slice/sglang.service", [])
     assert c.unit_pids("/system.slice/sglang.service", (str(tmp_path),)) == []  # exists, empty: not None
-    assert c.CGROUP_ROOTS[0] == "/sys/fs/cgroup"
+    # the unit in all three hierarchies: the first root that has it wins, whatever the others hold
+    for name, pids in (("v2", [947]), ("unified", [950]), ("v1", [1])):
+        _cgroup(tmp_path / name, "/system.slice/sglang.service", pids)
+    roots = tuple(str(tmp_path / name) for name in ("v2", "unified", "v1"))
+    assert c.unit_pids("/system.slice/sglang.service", roots) == [947]
+    assert c.unit_pids("/system.slice/sglang.service", roots[1:]) == [950]
+
+
+def test_unit_pids_looks_in_the_v2_then_the_hybrid_then_the_v1_hierarchy_by_default(monkeypatch):
+    # what the module calls (unit_pids with its default roots) on a host: record which cgroup.procs it probes
+    probed = []
+
+    def isfile(path):
+        probed.append(path)
+        # a hybrid host, as in an LXC container on a v1 host: the running unit is under unified/
+        return path == "/sys/fs/cgroup/unified/system.slice/sglang.service/cgroup.procs"
+
+    monkeypatch.setattr(c, "os", types.SimpleNamespace(path=types.SimpleNamespace(isfile=isfile, join=os.path.join),
+                                                       walk=lambda top: iter([])))
+    assert c.unit_pids("/system.slice/sglang.service") == []  # found under unified/, so not None
+    assert probed == ["/sys/fs/cgroup/system.slice/sglang.service/cgroup.procs",
+                      "/sys/fs/cgroup/unified/system.slice/sglang.service/cgroup.procs"]
+    del probed[:]
+    assert c.unit_pids("/system.slice/gone.service") is None
+    assert probed == ["/sys/fs/cgroup/system.slice/gone.service/cgroup.procs",
+                      "/sys/fs/cgroup/unified/system.slice/gone.service/cgroup.procs",
+                      "/sys/fs/cgroup/systemd/system.slice/gone.service/cgroup.procs"]
 
 
 def pick(site, import_client=False, modules=c.CLIENT_MODULES):
@@ -108,6 +134,32 @@ def test_pick_client_prefers_benchmark_serving_and_falls_back_without_importing(
     r = pick(none)
     assert r.returncode == 1
     assert "no benchmark client (sglang.benchmark.serving or sglang.bench_serving) in " in r.stderr
+
+
+# A client whose import does what transformers / datasets / huggingface_hub do at import time: read their offline
+# switches (true values as huggingface_hub's constants read them) and go for the network when one is off.
+HUB_CLIENT = (
+    "import os\n"
+    "for var in ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'HF_DATASETS_OFFLINE', 'HF_HUB_DISABLE_TELEMETRY'):\n"
+    "    if os.environ.get(var, '').upper() not in ('1', 'ON', 'YES', 'TRUE'):\n"
+    "        raise ConnectionError('%s is off: would reach huggingface.co' % var)\n"
+)
+
+
+def test_offline_env_keeps_the_client_import_off_the_hub(tmp_path, fake_sglang):
+    # the module runs the picker (and the client) with environ_update=OFFLINE_ENV on top of the target's environment
+    site = fake_sglang(tmp_path / "hub", {"sglang.benchmark.serving": HUB_CLIENT})
+    bare = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    argv = c.pick_client_argv(sys.executable, import_client=True)
+
+    def pick_with(env):
+        return subprocess.run(argv, capture_output=True, text=True, env=dict(bare, PYTHONPATH=site, **env),
+                              timeout=60, check=False)
+
+    r = pick_with(c.OFFLINE_ENV)
+    assert (r.returncode, r.stdout) == (0, "sglang.benchmark.serving\n"), r.stderr
+    r = pick_with({})  # the same import without it: the hub would be contacted
+    assert r.returncode == 1 and "ConnectionError: HF_HUB_OFFLINE is off: would reach huggingface.co" in r.stderr
 
 
 def test_pick_client_with_import_reports_the_import_error_and_keeps_stdout_clean(tmp_path, fake_sglang):

@@ -6,6 +6,7 @@ import zlib
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verdict as bv
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_png as png
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_report as rep
 
@@ -16,7 +17,47 @@ from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_be
 def judged():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 60.0, "eagle3-s3": 101.0}, concurrencies=(1, 8))
-    return visits, runs, b.verdict(runs, visits)
+    return visits, runs, bv.verdict(runs, visits)
+
+
+def paeth(a, up, c):
+    p = a + up - c
+    return a if abs(p - a) <= abs(p - up) and abs(p - a) <= abs(p - c) else up if abs(p - up) <= abs(p - c) else c
+
+
+def predictor(ftype, a, up, c):
+    """PNG filter predictors (spec 9.2): a = left, up = above, c = above-left."""
+    return (0, a, up, (a + up) // 2, paeth(a, up, c))[ftype]
+
+
+def stdlib_png(data):
+    """A second decoder, independent of _bench_png's, written from the PNG spec with zlib and struct: checks the
+    signature, every chunk's CRC and the IHDR, inflates the IDAT stream and undoes the row filters.
+    Returns (width, height, channels, number of bytes the IDAT stream inflates to, rows)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+    chunks, pos = [], 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        assert len(body) == length, kind
+        assert struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0] == zlib.crc32(kind + body), kind
+        chunks.append((kind, body))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and len(chunks[0][1]) == 13 and chunks[-1] == (b"IEND", b"")
+    width, height, depth, ctype, compression, filtering, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (depth, compression, filtering, interlace) == (8, 0, 0, 0)
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}[ctype]
+    raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    stride, rows, prev = width * channels, [], bytes(width * channels)
+    for y in range(min(height, len(raw) // (stride + 1))):
+        ftype, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        assert ftype <= 4, (y, ftype)
+        for i in range(stride):
+            a, c = (line[i - channels], prev[i - channels]) if i >= channels else (0, 0)
+            line[i] = (line[i] + predictor(ftype, a, prev[i], c)) & 0xFF
+        prev = bytes(line)
+        rows.append(prev)
+    return width, height, channels, len(raw), rows
 
 
 def test_png_signature_ihdr_and_decode(judged):
@@ -32,12 +73,23 @@ def test_png_signature_ihdr_and_decode(judged):
     pixels = {bytes(r[i:i + 3]) for r in rows for i in range(0, len(r), 3)}
     for key in ("baseline", "accepted", "rejected"):
         assert bytes(rep.COLORS[key]) in pixels, key
-    try:  # a second, independent decoder where one is installed
-        from PIL import Image  # noqa: F401 pylint: disable=import-outside-toplevel
-    except ImportError:
-        return
-    import io  # pylint: disable=import-outside-toplevel
-    assert Image.open(io.BytesIO(data)).size == (w, h)
+    # the stdlib decoder agrees: RGB, one filter byte plus width*3 bytes per row, and the same pixels
+    sw, sh, channels, size, srows = stdlib_png(data)
+    assert (sw, sh, channels) == (w, h, 3)
+    assert size == h * (1 + w * channels)
+    assert srows == [bytes(r) for r in rows]
+
+
+def test_stdlib_png_decoder_catches_a_corrupt_or_short_image(judged):
+    data = rep.render_png(judged[2])
+    w, h = struct.unpack(">II", data[16:24])
+    with pytest.raises(AssertionError, match="IDAT"):  # a flipped byte inside the IDAT: its CRC no longer matches
+        stdlib_png(data[:60] + bytes([data[60] ^ 0xFF]) + data[61:])
+    # an IHDR that promises h rows over an IDAT that holds h - 1
+    raw = b"".join(b"\x00" + bytes(row) for row in png.Canvas(w, h - 1).rows)
+    short = (data[:8] + png._chunk(b"IHDR", data[16:29]) + png._chunk(b"IDAT", zlib.compress(raw))
+             + png._chunk(b"IEND", b""))
+    assert stdlib_png(short)[:4] == (w, h, 3, (h - 1) * (1 + w * 3))
 
 
 def test_png_decoder_rejects_corruption(judged):
@@ -49,20 +101,25 @@ def test_png_decoder_rejects_corruption(judged):
         png.decode_png(b"GIF89a")
 
 
-def test_canvas_roundtrip_other_filters():
-    cv = png.Canvas(4, 2)
+@pytest.mark.parametrize("ftype", [0, 1, 2, 3, 4])
+def test_canvas_roundtrip_every_filter(ftype):
+    cv = png.Canvas(5, 3)
     cv.rect(0, 0, 1, 1, (10, 20, 30))
-    raw_rows = cv.rows
-    # re-encode with the Sub filter to check the decoder's unfiltering against the Canvas pixels
-    raw = b""
-    for row in raw_rows:
-        out = bytearray(row)
-        for i in range(len(row) - 1, 2, -1):
-            out[i] = (row[i] - row[i - 3]) & 0xFF
-        raw += b"\x01" + bytes(out)
-    ihdr = struct.pack(">IIBBBBB", 4, 2, 8, 2, 0, 0, 0)
+    cv.rect(2, 1, 4, 2, (200, 100, 250))
+    cv.pixel(4, 0, (7, 255, 128))
+    # re-encode with one filter on every row to check both decoders' unfiltering against the Canvas pixels
+    raw, prev = b"", bytes(15)
+    for row in cv.rows:
+        out = bytearray()
+        for i, x in enumerate(row):
+            a, c = (row[i - 3], prev[i - 3]) if i >= 3 else (0, 0)
+            out.append((x - predictor(ftype, a, prev[i], c)) & 0xFF)
+        raw += bytes([ftype]) + bytes(out)
+        prev = bytes(row)
+    ihdr = struct.pack(">IIBBBBB", 5, 3, 8, 2, 0, 0, 0)
     data = b"\x89PNG\r\n\x1a\n" + png._chunk(b"IHDR", ihdr) + png._chunk(b"IDAT", zlib.compress(raw)) + png._chunk(b"IEND", b"")
-    assert png.decode_png(data)[2] == [bytes(r) for r in raw_rows]
+    assert png.decode_png(data)[2] == [bytes(r) for r in cv.rows]
+    assert stdlib_png(data)[4] == [bytes(r) for r in cv.rows]
 
 
 def test_markdown_table_and_provenance(judged):

@@ -117,8 +117,12 @@ def test_check_result_diagnoses(rc, out, needle):
     assert exc.value.rc == rc
 
 
-def test_check_result_passes_rc0():
-    smi.check_result(Result(['x'], 0, four_fields(0), ''), 'nvidia-smi')
+def test_check_result_judges_by_exit_status_not_by_stderr():
+    # nvidia-smi prints warnings on stderr and still exits 0: that is a good read; any non-zero exit is not
+    assert smi.check_result(Result(['x'], 0, four_fields(0), 'WARNING: infoROM is corrupted at gpu 0000:18:00.0\n'),
+                            'nvidia-smi') is None
+    with pytest.raises(smi.SmiError, match='failed'):
+        smi.check_result(Result(['x'], 1, four_fields(0), ''), 'nvidia-smi')
 
 
 class Mem:

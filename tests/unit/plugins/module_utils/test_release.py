@@ -65,12 +65,16 @@ class World:
         sig, errors = argv[2], []
         for target in argv[4:]:
             num = int(target)
-            members = [p for p in self.procs.values() if (p.pgid == -num if num < 0 else p.pid == num)]
             self.signals.append((sig, num))
+            # Loud, whatever the test asserts: kill(1) reads 1 as init, 0 as its own group, -1 as every process.
+            assert num not in (1, 0, -1), 'kill -s %s -- %d reached init, a whole group or everyone' % (sig, num)
+            members = [p for p in self.procs.values() if (p.pgid == -num if num < 0 else p.pid == num)]
             if not members:
                 errors.append('kill: (%d): No such process' % num)
             for proc in members:
-                assert proc.pid != 1 and proc.stat != 'Z' or sig == 'KILL'
+                assert proc.pid != 1, 'kill -s %s -- %d reached PID 1' % (sig, num)
+                # Only a group SIGKILL may reach a zombie; a SIGTERM to one was aimed from a stale table.
+                assert proc.stat != 'Z' or sig == 'KILL', 'kill -s %s -- %d reached zombie %d' % (sig, num, proc.pid)
                 if proc.stat != 'Z' and (sig == 'KILL' or proc.term):
                     self.die(proc)
         return (1 if errors else 0), '', '\n'.join(errors)

@@ -27,7 +27,9 @@ def test_argv_per_target(target, extra, prefix):
     res = runner.run(['ps', '-eo', 'pid='])
     argv, kwargs = module.calls[0]
     assert argv == ['/usr/sbin/timeout', '--kill-after=1', '7s'] + prefix + ['ps', '-eo', 'pid=']
-    assert isinstance(argv, list) and 'use_unsafe_shell' not in kwargs
+    assert isinstance(argv, list) and not kwargs.get('use_unsafe_shell')
+    # C locale for every command: callers parse messages (kill's 'No such process') that a locale would translate
+    assert kwargs.get('environ_update', {}).get('LC_ALL') == 'C'
     assert (res.rc, res.out, res.err, res.timed_out) == (0, 'out', 'err', False)
     assert runner.local is (target == 'local')
 
@@ -47,3 +49,21 @@ def test_from_params_and_where():
 def test_unknown_target():
     with pytest.raises(ValueError):
         Runner(FakeModule(), 'ssh')
+
+
+class Failed(Exception):
+    pass
+
+
+@pytest.mark.parametrize('runner_timeout, call_timeout', [(0, None), (30, 0), (30, -1), (-5, None)])
+def test_a_timeout_of_zero_or_less_fails_before_anything_runs(runner_timeout, call_timeout):
+    # coreutils `timeout 0s` means no limit at all: a hung nvidia-smi would block the module forever
+    module = FakeModule()
+
+    def fail_json(**kw):
+        raise Failed(kw['msg'])
+    module.fail_json = fail_json
+    runner = Runner(module, 'local', timeout=runner_timeout)
+    with pytest.raises(Failed, match=r'command timeouts must be more than 0 seconds \(got -?[0-9]+ for nvidia-smi -L\)'):
+        runner.run(['nvidia-smi', '-L'], timeout=call_timeout)
+    assert module.calls == []

@@ -210,3 +210,223 @@ def test_lab_device_root_maps_to_dev(pve, tmp_path):
 def test_secret_is_not_in_the_result(pve):
     res = run(API)[1]
     assert 's3cret-pw' not in json.dumps(res)
+
+
+def test_expected_gpu_count_is_exact_not_a_minimum(pve):
+    # the docs say "exactly": two GPUs given where one is expected is as wrong as too few (a typo'd inventory
+    # would pass another container's GPU through)
+    failed, res = run(dict(API, expect_gpus=1))
+    assert failed and 'expected 1 GPU device nodes' in res['msg'] and 'found 2' in res['msg']
+    assert pve['puts'] == []
+    failed, res = run(dict(API, expect_gpus=2))
+    assert not failed and res['changed']
+
+
+def test_a_stopped_container_is_never_restarted(pve):
+    # restart=True restarts a running container whose devices changed; a stopped one picks the entries up when
+    # it starts, and rebooting it would start it behind the operator's back
+    failed, res = run(dict(API, restart=True))
+    assert not failed and res['changed']
+    assert not res['restarted'] and not res['restart_required']
+    pve['ct'].status.reboot.post.assert_not_called()
+
+
+HOST = __import__('os').uname()[1]
+LOCKED = 'CT is locked (snapshot)'
+
+
+def test_result_of_an_unchanged_run_is_complete(pve):
+    run(API)
+    failed, res = run(API)
+    assert not failed
+    assert res['changed'] is False and res['restart_required'] is False and res['restarted'] is False
+    assert res['vmid'] == 101 and res['method'] == 'api' and res['devices'] == DEVICES
+    assert res['set'] == {} and res['delete'] == []
+    assert res['entries']['dev1'] == '/dev/nvidia0,mode=0666' and res['entries']['dev0'] == '/dev/dri/renderD128,gid=104'
+    assert res['diff']['before_header'] == 'CT 101 devN' and res['diff']['after_header'] == 'CT 101 devN'
+
+
+def test_check_mode_reports_entries_set_and_headers(pve):
+    failed, res = run(dict(API, devices=['/dev/nvidia0']), check_mode=True)
+    assert not failed and res['changed'] is True
+    assert res['set'] == {'dev1': '/dev/nvidia0,mode=0666'} and res['delete'] == []
+    assert res['entries'] == {'dev0': '/dev/dri/renderD128,gid=104', 'dev1': '/dev/nvidia0,mode=0666'}
+    assert res['diff']['before_header'] == 'CT 101 devN' and res['diff']['after_header'] == 'CT 101 devN'
+    assert res['restart_required'] is False and 'attempts' not in res
+
+
+def test_api_client_talks_to_the_given_node_and_container(pve):
+    failed, res = run(dict(API, vmid=205, node='pve7'))
+    assert not failed and res['vmid'] == 205
+    pve['api'].nodes.assert_any_call('pve7')
+    pve['node'].lxc.assert_any_call(205)
+
+
+def test_gid_and_uid_reach_the_entries(pve):
+    failed, res = run(dict(API, devices=['/dev/nvidia0'], gid=44, uid=100000, mode='660'))
+    assert not failed
+    assert pve['puts'][0]['dev1'] == '/dev/nvidia0,gid=44,mode=0660,uid=100000'
+
+
+def test_bad_mode_fails_before_pve(pve):
+    failed, res = run(dict(API, mode='rw'))
+    assert failed and res['msg'] == "mode must be an octal access mode such as 0666, got 'rw'"
+    pve['ctor'].assert_not_called()
+
+
+def test_prune_through_the_module_deletes_gpus_that_left(pve):
+    pve['config'] = {'dev0': '/dev/nvidia0,mode=0666', 'dev1': '/dev/nvidia1,mode=0666', 'digest': 'd1'}
+    failed, res = run(dict(API, devices=['/dev/nvidia0'], prune=True))
+    assert not failed and res['changed'] and res['delete'] == ['dev1'] and res['set'] == {}
+    assert pve['puts'] == [{'delete': 'dev1', 'digest': 'd1'}]
+    assert pve['config'] == {'dev0': '/dev/nvidia0,mode=0666', 'digest': 'd1'}
+    failed, res = run(dict(API, devices=['/dev/nvidia0'], prune=False))
+    assert not failed and not res['changed']
+
+
+def test_duplicate_devices_are_passed_once(pve):
+    failed, res = run(dict(API, devices=['/dev/nvidia0', '/dev/nvidia0']))
+    assert not failed and res['devices'] == ['/dev/nvidia0']
+    assert pve['puts'][0] == {'dev1': '/dev/nvidia0,mode=0666', 'digest': 'abc'}
+
+
+def test_missing_device_root_names_it_and_the_host(pve, tmp_path):
+    root = str(tmp_path / 'nope')
+    failed, res = run(dict(API, devices=None, device_root=root))
+    assert failed
+    assert res['msg'] == ('device_root {0} does not exist on {1}: run this module on the PVE host, or give '
+                          'devices'.format(root, HOST))
+
+
+def test_nothing_discovered_names_the_root_and_the_patterns(pve, tmp_path):
+    failed, res = run(dict(API, devices=None, device_root=str(tmp_path), patterns=['nvidia[0-9]*', 'nvidiactl']))
+    assert failed
+    assert res['msg'] == ('no GPU device nodes found under {0} (patterns nvidia[0-9]*, nvidiactl); is the NVIDIA '
+                          'driver loaded on the host?'.format(tmp_path))
+
+
+def test_discovery_uses_the_given_patterns(pve, tmp_path):
+    for name in ('nvidia0', 'nvidia1', 'nvidiactl'):
+        (tmp_path / name).write_text('')
+    failed, res = run(dict(API, devices=None, device_root=str(tmp_path), patterns=['nvidia1']))
+    assert not failed and res['devices'] == ['/dev/nvidia1']
+
+
+def test_expected_gpu_count_message_lists_what_was_found(pve):
+    failed, res = run(dict(API, expect_gpus=3))
+    assert failed
+    assert res['msg'] == 'expected 3 GPU device nodes (nvidiaN) under /dev, found 2: /dev/nvidia0, /dev/nvidia1'
+    assert res['devices'] == ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools']
+    failed, res = run(dict(API, devices=['/dev/nvidiactl'], expect_gpus=1))
+    assert failed and res['msg'] == 'expected 1 GPU device nodes (nvidiaN) under /dev, found 0: none'
+
+
+def test_api_without_proxmoxer_says_so(pve, monkeypatch):
+    monkeypatch.setattr(_pve_client, 'HAS_PROXMOXER', False)
+    monkeypatch.setattr(_pve_client, 'PROXMOXER_IMPORT_ERROR', 'Traceback: no module named proxmoxer')
+    failed, res = run(API)
+    assert failed and res['msg'] == basic.missing_required_lib('proxmoxer')
+    assert 'proxmoxer' in res['msg'] and res['exception'] == 'Traceback: no module named proxmoxer'
+    pve['ctor'].assert_not_called()
+
+
+def test_api_method_names_what_it_misses(pve, monkeypatch):
+    for var in ('PROXMOX_HOST', 'PROXMOX_USER', 'PROXMOX_PASSWORD', 'PROXMOX_TOKEN_SECRET'):
+        monkeypatch.delenv(var, raising=False)
+    failed, res = run(dict(API, method='api', api_host=None, node=None))
+    assert failed and res['msg'] == 'method api needs api_host, node'
+    failed, res = run(dict(API, method='api', api_password=None))
+    assert failed and res['msg'] == 'method api needs api_password (root@pam) or an API token'
+    pve['ctor'].assert_not_called()
+
+
+def test_pct_missing_message_names_the_path_and_the_host(pve, tmp_path):
+    pct = str(tmp_path / 'nope')
+    failed, res = run(dict(API, method='pct', pct_path=pct))
+    assert failed
+    assert res['msg'] == ('devN passthrough needs root@pam with a password on the API (PVE refuses API tokens) or '
+                          '`pct` on the node, and {0} is not here on {1}: run this task on the PVE host (delegate_to) '
+                          'or give api_password for root@pam'.format(pct, HOST))
+
+
+def test_pct_method_runs_the_given_pct(pve, monkeypatch, tmp_path):
+    pct = tmp_path / 'pct'
+    pct.write_text('#!/bin/sh\n')
+    pct.chmod(0o755)
+    argvs = []
+
+    def run_command(self, argv, **kw):
+        argvs.append(list(argv))
+        if argv[1] == 'status':
+            return 0, 'status: running\n', ''
+        return 0, '', ''
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
+    failed, res = run(dict(API, method='pct', pct_path=str(pct), devices=['/dev/nvidia0']))
+    assert not failed and res['method'] == 'pct' and res['restart_required'] is True
+    assert {a[0] for a in argvs} == {str(pct)}
+    assert argvs[-1] == [str(pct), 'set', '101', '--dev0', '/dev/nvidia0,mode=0666']
+
+
+def test_reading_the_config_is_not_retried(pve):
+    pve['ct'].config.get.side_effect = ResourceException(500, LOCKED)
+    failed, res = run(dict(API, lock_retries=3, lock_retry_delay=0.5))
+    assert failed and res['msg'].startswith('CT 101: 500 ' + LOCKED + ' (still locked after 1 attempts over 0s')
+    assert pve['ct'].config.get.call_count == 1
+
+
+def test_a_locked_reboot_is_retried(pve):
+    pve['status'] = 'running'
+    pve['ct'].status.reboot.post.side_effect = [ResourceException(500, LOCKED), 'UPID:pve1:0002:vzreboot:101:root@pam:']
+    failed, res = run(dict(API, restart=True, lock_retry_delay=0.01))
+    assert not failed and res['restarted'] is True and res['restart_required'] is False
+    assert pve['ct'].status.reboot.post.call_count == 2
+
+
+def test_reboot_task_timeout_is_the_given_one(pve):
+    pve['status'] = 'running'
+    tasks = pve['node'].tasks.return_value
+    tasks.status.get.side_effect = [{'status': 'running'}, {'status': 'stopped', 'exitstatus': 'OK'}]
+    failed, res = run(dict(API, restart=True, task_timeout=0))
+    assert failed and 'still running after 0s' in res['msg']
+    assert res['restarted'] is False and res['changed'] is True
+
+
+def test_a_failure_after_the_plan_reports_what_was_planned(pve):
+    pve['ct'].config.put.side_effect = ResourceException(500, 'unexpected error')
+    failed, res = run(dict(API, devices=['/dev/nvidia0']))
+    assert failed and res['msg'] == 'CT 101: 500 unexpected error'
+    assert res['method'] == 'api' and res['set'] == {'dev1': '/dev/nvidia0,mode=0666'} and res['changed'] is True
+
+
+def test_no_free_slot_fails_with_the_result_so_far(pve):
+    pve['config'] = dict(('dev%d' % i, '/dev/ttyS%d' % i) for i in range(256))
+    failed, res = run(dict(API, devices=['/dev/nvidia0']))
+    assert failed and res['msg'] == 'no free devN slot left for /dev/nvidia0 (PVE allows dev0..dev255)'
+    assert res['method'] == 'api' and res['devices'] == ['/dev/nvidia0'] and res['vmid'] == 101
+    assert pve['puts'] == []
+
+
+def test_api_403_without_pve_wording_still_explains_the_rule(pve):
+    pve['ct'].config.put.side_effect = ResourceException(403, 'Permission check failed (/vms/101, VM.Config.HWType)')
+    failed, res = run(API)
+    assert failed and res['msg'].startswith('CT 101: 403 Permission check failed')
+    assert 'only root@pam with a password set devN' in res['msg']
+
+
+HINT = (' - PVE lets only root@pam with a password set devN (API tokens and other users are refused): give '
+        'api_user root@pam and api_password, or run with method pct on the node')
+
+
+@pytest.mark.parametrize('message, status, method, hinted', [
+    (_pve_client.DENIED_DEV, None, 'pct', True),
+    (_pve_client.DENIED_DEV, 403, 'api', True),
+    ('Permission check failed', 403, 'api', True),
+    ('Permission check failed', 403, 'pct', False),
+    ('no such container', 500, 'api', False),
+    ('no such container', 404, 'api', False),
+    ('no such container', None, 'pct', False),
+])
+def test_explain_adds_the_root_at_pam_rule_only_where_it_applies(message, status, method, hinted):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._pve_lxc_gpu import explain
+    text = explain(_pve_client.PveFailure(message, status), method, {'vmid': 7})
+    assert text == 'CT 7: ' + message + (HINT if hinted else '')

@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to gpuserve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The benchmark's verdict: each variant against the mean of its adjacent fresh baselines, with the drift,
+throttle, failed-request and provenance rules that make a comparison valid. Private to this collection."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
+    BASELINE, DEFAULT_THROTTLE_REASONS, BenchError, throttle_mask, throttled_gpus)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, summarize
+
+
+def _pct(new, old):
+    return (new / old - 1.0) * 100.0 if old else None
+
+
+def _run_problems(run, mask, require_clean_tree):
+    problems = []
+    metrics = run.get("metrics") or {}
+    expected = metrics.get("expected")
+    if expected is not None and metrics.get("completed", 0) < expected:
+        problems.append("visit %s %s: %s of %s requests completed"
+                        % (run["visit"], run["arm"], metrics.get("completed"), expected))
+    for when in ("gpu_before", "gpu_after"):
+        for idx, names in throttled_gpus(run.get(when), mask):
+            problems.append("visit %s %s: GPU %d throttled %s the run (%s)"
+                            % (run["visit"], run["arm"], idx, when.split("_")[1], ",".join(names)))
+    prov = run.get("provenance") or {}
+    if require_clean_tree and prov.get("sglang_dirty"):
+        problems.append("visit %s %s: the SGLang tree was dirty (patches cost throughput)" % (run["visit"], run["arm"]))
+    if prov.get("nccl_env_consistent") is False:
+        problems.append("visit %s %s: the server's processes do not all carry the same NCCL environment"
+                        % (run["visit"], run["arm"]))
+    return problems
+
+
+def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=DEFAULT_THROTTLE_REASONS,
+            decision_concurrency=None, require_clean_tree=True):
+    """Judge measured runs against their adjacent fresh baselines.
+
+    runs: [{visit, arm, repeat, concurrency, metrics{output_throughput,...}, gpu_before, gpu_after,
+            provenance{sglang_commit, sglang_dirty, nccl_env, driver_version}, started, finished}]
+    visits: the plan_arms schedule. A variant visit is compared with the baseline visits right before and after
+    it; the comparison is invalid when those two baselines differ by more than drift_pct, when a GPU showed a
+    throttle reason before/after any run involved, when requests failed, or when the provenance is not the same
+    everywhere. An arm is accepted when all its comparisons are valid and its median speedup is at least
+    min_speedup_pct (a gain smaller than the tolerated drift cannot be told from drift).
+    """
+    mask = throttle_mask(throttle_reasons)
+    by_visit = {}
+    for run in runs:
+        by_visit.setdefault(int(run["visit"]), []).append(run)
+    concurrencies = sorted({int(r["concurrency"]) for r in runs})
+    if not concurrencies:
+        raise BenchError("no measured runs to judge")
+    if decision_concurrency is None:
+        decision_concurrency = concurrencies[0]
+    decision_concurrency = int(decision_concurrency)
+    if decision_concurrency not in concurrencies:
+        raise BenchError("decision concurrency %d was not measured (measured: %s)" % (decision_concurrency, concurrencies))
+
+    global_problems = []
+    commits = sorted({str((r.get("provenance") or {}).get("sglang_commit")) for r in runs})
+    if len(commits) > 1:
+        global_problems.append("the SGLang commit changed during the benchmark: %s" % ", ".join(commits))
+    envs = sorted({json.dumps((r.get("provenance") or {}).get("nccl_env") or {}, sort_keys=True) for r in runs})
+    if len(envs) > 1:
+        global_problems.append("the workers' NCCL environment differed between runs: %s" % "; ".join(envs))
+
+    visit_stats = []
+    run_problems = {}
+    for visit in visits:
+        vruns = by_visit.get(visit["index"], [])
+        probs = []
+        for run in vruns:
+            probs.extend(_run_problems(run, mask, require_clean_tree))
+        run_problems[visit["index"]] = probs
+        per_c = {}
+        for conc in concurrencies:
+            vals = [r["metrics"]["output_throughput"] for r in vruns if int(r["concurrency"]) == conc]
+            tpot = [r["metrics"]["mean_tpot_ms"] for r in vruns if int(r["concurrency"]) == conc]
+            acc = [r["metrics"]["accept_length"] for r in vruns
+                   if int(r["concurrency"]) == conc and r["metrics"].get("accept_length")]
+            per_c[str(conc)] = {
+                "output_throughput": summarize(vals),
+                "mean_tpot_ms": summarize(tpot),
+                "accept_length": summarize(acc),
+                "samples": vals,
+            }
+        visit_stats.append({"index": visit["index"], "arm": visit["arm"], "kind": visit["kind"],
+                            "round": visit.get("round", 1), "measured": bool(vruns),
+                            "problems": probs, "concurrency": per_c})
+
+    baselines = [v for v in visit_stats if v["kind"] == "baseline" and v["measured"]]
+    comparisons = []
+    for vs in visit_stats:
+        if vs["kind"] != "variant" or not vs["measured"]:
+            continue
+        before = [b for b in baselines if b["index"] < vs["index"]]
+        after = [b for b in baselines if b["index"] > vs["index"]]
+        adj = ([before[-1]] if before else []) + ([after[0]] if after else [])
+        comp = {"visit": vs["index"], "arm": vs["arm"], "baseline_visits": [b["index"] for b in adj],
+                "problems": list(vs["problems"]), "concurrency": {}}
+        for b in adj:
+            comp["problems"].extend(b["problems"])
+        if len(adj) < 2:
+            comp["problems"].append("visit %d %s: needs a fresh baseline on both sides" % (vs["index"], vs["arm"]))
+        for conc in concurrencies:
+            key = str(conc)
+            arm_med = vs["concurrency"][key]["output_throughput"]["median"]
+            meds = [b["concurrency"][key]["output_throughput"]["median"] for b in adj]
+            meds = [m for m in meds if m is not None]
+            entry = {"median": arm_med, "baseline_medians": meds, "baseline_ref": None, "drift_pct": None,
+                     "speedup_pct": None}
+            if meds and arm_med is not None:
+                ref = sum(meds) / len(meds)
+                entry["baseline_ref"] = ref
+                entry["speedup_pct"] = _pct(arm_med, ref)
+                if len(meds) == 2:
+                    drift = abs(meds[1] - meds[0]) / min(meds) * 100.0 if min(meds) else float("inf")
+                    entry["drift_pct"] = drift
+                    if drift > drift_pct:
+                        comp["problems"].append(
+                            "visit %d %s at concurrency %d: baseline drifted %.1f%% (%.2f -> %.2f tok/s), "
+                            "more than the %.1f%% allowed"
+                            % (vs["index"], vs["arm"], conc, drift, meds[0], meds[1], drift_pct))
+            elif arm_med is None:
+                comp["problems"].append("visit %d %s: no run at concurrency %d" % (vs["index"], vs["arm"], conc))
+            comp["concurrency"][key] = entry
+        comp["problems"] = _dedupe(comp["problems"])
+        comp["valid"] = not comp["problems"] and not global_problems
+        comparisons.append(comp)
+
+    arms = []
+    for name in _ordered_unique(v["arm"] for v in visits):
+        vruns = [r for r in runs if r["arm"] == name]
+        arm = {"name": name, "kind": BASELINE if name == BASELINE else "variant", "concurrency": {}}
+        for conc in concurrencies:
+            key = str(conc)
+            vals = [r["metrics"]["output_throughput"] for r in vruns if int(r["concurrency"]) == conc]
+            acc = [r["metrics"]["accept_length"] for r in vruns
+                   if int(r["concurrency"]) == conc and r["metrics"].get("accept_length")]
+            tpot = [r["metrics"]["mean_tpot_ms"] for r in vruns if int(r["concurrency"]) == conc]
+            entry = {"output_throughput": summarize(vals), "mean_tpot_ms": summarize(tpot),
+                     "accept_length": summarize(acc)}
+            if name != BASELINE:
+                sp = [c["concurrency"][key]["speedup_pct"] for c in comparisons
+                      if c["arm"] == name and c["concurrency"].get(key, {}).get("speedup_pct") is not None]
+                entry["speedup_pct"] = median(sp) if sp else None
+            arm["concurrency"][key] = entry
+        if name != BASELINE:
+            comps = [c for c in comparisons if c["arm"] == name]
+            arm["problems"] = _dedupe(p for c in comps for p in c["problems"]) + list(global_problems)
+            arm["valid"] = bool(comps) and all(c["valid"] for c in comps)
+            sp = arm["concurrency"][str(decision_concurrency)].get("speedup_pct")
+            arm["speedup_pct"] = sp
+            if not arm["valid"]:
+                arm["decision"] = "invalid"
+            elif sp is not None and sp >= min_speedup_pct:
+                arm["decision"] = "accepted"
+            else:
+                arm["decision"] = "rejected"
+                arm["reason"] = ("%.1f%% vs the adjacent baselines at concurrency %d, below the %.1f%% needed"
+                                 % (sp if sp is not None else float("nan"), decision_concurrency, min_speedup_pct))
+        arms.append(arm)
+
+    base_meds = [b["concurrency"][str(decision_concurrency)]["output_throughput"]["median"] for b in baselines]
+    base_meds = [m for m in base_meds if m is not None]
+    overall_drift = (max(base_meds) - min(base_meds)) / min(base_meds) * 100.0 if len(base_meds) > 1 and min(base_meds) else 0.0
+    problems = _dedupe(list(global_problems) + [p for c in comparisons for p in c["problems"]])
+    valid = not problems
+    accepted = [a for a in arms if a.get("decision") == "accepted"]
+    accepted.sort(key=lambda a: a["speedup_pct"], reverse=True)
+    if accepted:
+        winner = accepted[0]["name"]
+        summary = "%s is %.1f%% faster than the fresh baseline at concurrency %d" % (
+            winner, accepted[0]["speedup_pct"], decision_concurrency)
+    else:
+        winner = BASELINE
+        summary = "no EAGLE-3 arm beat the fresh baseline by %.1f%% or more at concurrency %d" % (
+            min_speedup_pct, decision_concurrency)
+    if not valid:
+        summary = "INVALID: " + problems[0] + ("" if len(problems) == 1 else " (+%d more)" % (len(problems) - 1))
+    return {
+        "valid": valid,
+        "winner": winner if valid else None,
+        "best_valid_arm": winner,
+        "summary": summary,
+        "problems": problems,
+        "decision_concurrency": decision_concurrency,
+        "concurrencies": concurrencies,
+        "thresholds": {"drift_pct": drift_pct, "min_speedup_pct": min_speedup_pct,
+                       "throttle_reasons": list(throttle_reasons), "require_clean_tree": require_clean_tree},
+        "baseline_drift_pct": overall_drift,
+        "arms": arms,
+        "visits": visit_stats,
+        "comparisons": comparisons,
+    }
+
+
+def _dedupe(items):
+    seen = set()
+    out = []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def _ordered_unique(items):
+    return _dedupe(items)
