@@ -71,13 +71,11 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         global_problems.append("the workers' NCCL environment differed between runs: %s" % "; ".join(envs))
 
     visit_stats = []
-    run_problems = {}
     for visit in visits:
         vruns = by_visit.get(visit["index"], [])
         probs = []
         for run in vruns:
             probs.extend(_run_problems(run, mask, require_clean_tree))
-        run_problems[visit["index"]] = probs
         per_c = {}
         for conc in concurrencies:
             vals = [r["metrics"]["output_throughput"] for r in vruns if int(r["concurrency"]) == conc]
@@ -129,6 +127,10 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
                             % (vs["index"], vs["arm"], conc, drift, meds[0], meds[1], drift_pct))
             elif arm_med is None:
                 comp["problems"].append("visit %d %s: no run at concurrency %d" % (vs["index"], vs["arm"], conc))
+            elif adj:
+                # baselines ran but not at this concurrency: a speedup against nothing is no figure
+                comp["problems"].append("visit %d %s at concurrency %d: no adjacent baseline run to compare with"
+                                        % (vs["index"], vs["arm"], conc))
             comp["concurrency"][key] = entry
         comp["problems"] = _dedupe(comp["problems"])
         comp["valid"] = not comp["problems"] and not global_problems

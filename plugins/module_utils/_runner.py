@@ -67,7 +67,7 @@ class Runner:
 
     def argv(self, argv, timeout=None):
         limit = self.timeout if timeout is None else timeout
-        if not limit > 0:
+        if limit <= 0:
             # coreutils timeout treats 0 as "no limit": a hung nvidia-smi or container would block forever
             self.module.fail_json(msg='command timeouts must be more than 0 seconds (got %r for %s)'
                                   % (limit, ' '.join(argv)))

@@ -1,7 +1,7 @@
 """The in-container helper gpuserve-sglang (roles/sglang_server/files/usr/local/sbin), env-proof subcommand.
 
-The helper has no .py extension, so it is loaded with SourceFileLoader. The unit's control group is a temporary
-directory of cgroup.procs files (walked by the helper's own _pids); /proc/PID/{environ,cmdline} are temporary
+Its source is gpuserve_sglang.py (installed without the extension), loaded with SourceFileLoader. The unit's
+control group is a temporary directory of cgroup.procs files (walked by the helper's own _pids); /proc/PID/{environ,cmdline} are temporary
 files served through its _read seam; systemctl is replaced by a fixed control group path.
 """
 import importlib.machinery

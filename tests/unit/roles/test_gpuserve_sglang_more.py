@@ -10,6 +10,7 @@ import argparse
 import hashlib
 import importlib
 import json
+import locale
 import os
 import subprocess
 import sys
@@ -198,7 +199,7 @@ def validate(helper, monkeypatch, capsys, argv):
     return run_json(helper, monkeypatch, capsys, "validate-args", "--argv-json", json.dumps(argv))
 
 
-GOOD = ["--model-path", "/models/qwen", "--tp-size", "2", "--cuda-graph-max-bs=256", "--cuda-graph-bs", "1", "8"]
+GOOD = ["--model-path=/models/qwen=v2", "--tp-size", "2", "--cuda-graph-max-bs=256", "--cuda-graph-bs", "1", "8"]
 
 
 def test_validate_args_accepts_full_flags_and_keeps_sglangs_warnings(helper, monkeypatch, capsys):
@@ -232,7 +233,7 @@ def test_validate_args_reads_an_args_file(helper, monkeypatch, capsys, tmp_path)
     (["--model-path", "m", "--cuda-graph-max-b", "8"], "--cuda-graph-max-b",
      " (did you mean --cuda-graph-max-bs, --cuda-graph-max-tp, --cuda-graph-max-ep?)"),
     (["--model-path", "m", "--mem=0.8"], "--mem", ""),
-    (["--model", "m", "--disable-cuda"], "--model", " (did you mean --model-path?)"),  # the first one is reported
+    (["--model", "m", "--disable-cuda"], "--model", " (did you mean --model-path, --help?)"),  # the first one is reported
 ])
 def test_validate_args_refuses_abbreviated_flags(helper, monkeypatch, capsys, argv, error, hint):
     install_sglang(monkeypatch, say=[("err", "WARNING: something deprecated")])
@@ -262,6 +263,13 @@ def test_validate_args_reports_a_bad_combination_raised_by_server_args(helper, m
     assert err == "SGLang 0.5.22 rejected the arguments: ValueError: tp_size 3 does not divide the 8 attention heads\n"
 
 
+def test_validate_args_names_a_silent_exit_of_sglangs_parser(helper, monkeypatch, capsys):
+    install_sglang(monkeypatch, raise_exc=SystemExit(2))
+    rc, out, err = validate(helper, monkeypatch, capsys, ["--model-path", "m"])
+    assert (rc, out["ok"], out["error"]) == (2, False, "SystemExit: 2")
+    assert err == "SGLang 0.5.22 rejected the arguments: SystemExit: 2\n"
+
+
 @pytest.mark.parametrize("code", [0, None])
 def test_validate_args_takes_a_clean_exit_of_sglangs_parser_as_success(helper, monkeypatch, capsys, code):
     install_sglang(monkeypatch, say=[("err", "warning: exiting")], raise_exc=SystemExit(code))
@@ -282,7 +290,7 @@ def test_validate_args_takes_sglangs_last_line_when_it_exits_without_an_error_li
     ("usage: sglang [-h]\nsglang: error: one\n  sglang: error: two  \nnote: see --help\n", SystemExit(2),
      "sglang: error: two"),
     ("usage: sglang [-h]\nsglang: error: only\nnote: see --help\n", SystemExit(2), "sglang: error: only"),
-    ("\n  first line \n second line  \n\n", SystemExit(1), "second line"),
+    ("\n  first line \n second line  \n third line\n\n", SystemExit(1), "third line"),
     ("", SystemExit(2), "SystemExit: 2"),
     (" \n\t\n", RuntimeError("boom"), "RuntimeError: boom"),
 ])
@@ -334,8 +342,8 @@ def test_validate_args_needs_exactly_one_source(helper, monkeypatch, capsys, arg
         helper.main()
     err = capsys.readouterr().err
     assert exc.value.code == 2
-    assert err.startswith("usage: gpuserve-sglang validate-args [-h] (--args-file ARGS_FILE | --argv-json ARGV_JSON)")
-    assert err.rstrip("\n").endswith("gpuserve-sglang validate-args: " + message)
+    assert " ".join(err.split()) == ("usage: gpuserve-sglang validate-args [-h] (--args-file ARGS_FILE | --argv-json ARGV_JSON) "
+                                     "gpuserve-sglang validate-args: " + message)
 
 
 # -------------------------------------------------------------------------------------------------------- env-proof
@@ -445,7 +453,7 @@ def test_env_proof_reads_odd_proc_content(helper, unit, monkeypatch, capsys):
     unit({
         7: (b"NCCL_PROTO=LL\0OPTS=a=b\0junk\0\xffKEY=\xfe\0", long_cmd),
         8: (b"NCCL_PROTO=LL\0", b"sglang::scheduler_TP0\0\xff\0"),
-        9: ProcessLookupError(9, "No such process"),  # exited between listing and reading
+        3: ProcessLookupError(3, "No such process"),  # exited between listing and reading: skipped, the rest read
         10: FileNotFoundError(2, "No such file or directory"),
     })
     # an undecodable variable is compared with replacement characters
@@ -493,11 +501,29 @@ def test_env_proof_env_file_drift_wins_and_desired_values_are_expected(helper, u
     assert out["error"] == "the environment file differs from the desired values: %s" % drift
 
 
+def test_env_proof_with_an_env_file_that_agrees(helper, unit, monkeypatch, capsys, tmp_path):
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text("A=1\nB=2\n")
+    unit({5: (b"A=1\0B=2\0", b"sglang\0")})
+    rc, out = env_proof(helper, monkeypatch, capsys, "--env-file", str(env_file), "--expected-json", '{"B": "2"}')
+    assert (rc, out["ok"], out["error"], out["env_file_drift"]) == (0, True, None, {})
+    assert out["expected"] == {"A": "1", "B": "2"}
+
+
+def test_env_proof_refuses_to_prove_nothing(helper, unit, monkeypatch, capsys, tmp_path):
+    unit({5: (b"A=1\0", b"sglang\0")})
+    empty = tmp_path / "empty.env"
+    empty.write_text("# nothing\n")
+    rc, out = env_proof(helper, monkeypatch, capsys, "--env-file", str(empty))
+    assert (rc, out["ok"], out["processes"], out["control_group"]) == (1, False, [], None)
+    assert out["error"] == "no expected variables (empty env file and no --expected-json): nothing to prove"
+
+
 def test_env_proof_refuses_an_unreadable_env_file(helper, unit, monkeypatch, capsys, tmp_path):
     unit({5: (b"A=1\0", b"sglang\0")})
     missing = str(tmp_path / "missing.env")
     rc, out = env_proof(helper, monkeypatch, capsys, "--env-file", missing, "--expected-json", '{"A": "1"}')
-    assert rc == 1 and out["processes"] == [] and out["expected"] == {}
+    assert rc == 1 and out["ok"] is False and out["processes"] == [] and out["expected"] == {}
     assert out["error"] == "cannot read %s: [Errno 2] No such file or directory: %r" % (missing, missing)
 
 
@@ -506,7 +532,7 @@ def test_env_proof_without_control_group(helper, monkeypatch, capsys):
     monkeypatch.setattr(helper, "_control_group", lambda name: "")
     monkeypatch.setattr(helper, "_cgroup_dir", lambda group: asked.append(group) or "/sys/fs/cgroup")
     rc, out = env_proof(helper, monkeypatch, capsys, "--expected-json", '{"A": "1"}')
-    assert (rc, asked) == (1, [])  # an empty ControlGroup is not the root of the hierarchy
+    assert (rc, asked, out["ok"]) == (1, [], False)  # an empty ControlGroup is not the root of the hierarchy
     assert out["control_group"] == "" and out["error"] == "sglang.service has no control group (is it running?)"
 
 
@@ -598,11 +624,11 @@ def test_wait_ready_probes_once_when_the_budget_is_shorter_than_the_interval(hel
 
 @pytest.mark.parametrize("state", ["failed", "inactive", "deactivating", "unknown"])
 def test_wait_ready_stops_when_the_unit_is_not_running(helper, server, monkeypatch, capsys, state):
-    seen = server(["activating", state], [("HTTP 503", 503)])
+    seen = server(["activating", state], [("HTTP 503", 503)], cost=0.26)
     rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--interval", "5")
     assert rc == 4 and len(seen.probes) == 1
     assert out == {"ready": False, "unit": state, "phase": "sglang.service is %s" % state, "status": 503,
-                   "waited_s": 5.0}
+                   "waited_s": 5.3}
 
 
 def test_wait_ready_stops_at_once_for_a_stopped_unit(helper, server, monkeypatch, capsys):
@@ -704,7 +730,7 @@ def test_state_collects_git_files_manifest_unit_and_python(helper, monkeypatch, 
                  "? python/sglang/new.py\n")
     calls = []
     monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
-        "git": completed(porcelain, "  warning: " + "w" * 600 + "  \n"), "systemctl": completed(SHOW)})))
+        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": completed(SHOW)})))
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(3 * (1 << 20) + 5))  # more than one 1 MiB block
     small = tmp_path / "args.json"
@@ -719,7 +745,7 @@ def test_state_collects_git_files_manifest_unit_and_python(helper, monkeypatch, 
                             "--manifest", str(manifest), "--python", str(python))
     assert (rc, err) == (0, "")
     assert out == {
-        "git": {"rc": 0, "error": "warning: " + "w" * 491, "commit": "0123456789abcdef0123456789abcdef01234567",
+        "git": {"rc": 0, "error": "0123456789" * 50, "commit": "0123456789abcdef0123456789abcdef01234567",
                 "changes": ["1 .M N... 100644 100644 100644 aaaa bbbb python/sglang/srt/server_args.py",
                             "? python/sglang/new.py"]},
         "files": {str(big): {"exists": True, "sha1": hashlib.sha1(big.read_bytes()).hexdigest()},
@@ -781,3 +807,53 @@ def test_state_reads_a_real_git_tree(helper, monkeypatch, capsys, tmp_path):
     changes = out["git"]["changes"]
     assert len(changes) == 2 and changes[0].startswith("1 .M ") and changes[0].endswith(" a.py")
     assert changes[1] == "? new.py"
+
+
+# ------------------------------------------------------------------------------------------------- required options
+
+@pytest.mark.parametrize("argv, usage, missing", [
+    (["env-proof"], "usage: gpuserve-sglang env-proof [-h] --unit UNIT", "--unit"),
+    (["state", "--src", "/opt/sglang/src"], "usage: gpuserve-sglang state [-h] --unit UNIT --src SRC", "--unit"),
+    (["state", "--unit", "sglang.service"], "usage: gpuserve-sglang state [-h] --unit UNIT --src SRC", "--src"),
+])
+def test_subcommands_refuse_a_missing_required_option(helper, monkeypatch, capsys, argv, usage, missing):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang"] + argv)
+    with pytest.raises(SystemExit) as exc:
+        helper.main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert exc.value.code == 2 and err.startswith(usage)
+    assert err.endswith("%s: error: the following arguments are required: %s" % (usage.split(" [")[0][7:], missing))
+
+
+# ----------------------------------------------------------------------------------------------------------- locale
+
+@pytest.fixture
+def c_locale():
+    """An ASCII process locale (LC_CTYPE=C): open() without an encoding would then refuse UTF-8 bytes."""
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_files_are_read_as_utf8_whatever_the_locale(helper, monkeypatch, capsys, tmp_path, execv, c_locale):
+    args = ["--model-path", "/models/模型-é", "--tp-size", "2"]
+    path = args_file(tmp_path, json.dumps({"argv": args}, ensure_ascii=False))  # UTF-8 bytes, not \u escapes
+    rc, _out, _err = run_main(helper, monkeypatch, capsys, "exec", path, "--", "/usr/bin/sglang")
+    assert rc == 127 and execv == [("/usr/bin/sglang", ["/usr/bin/sglang"] + args)]
+
+    install_sglang(monkeypatch)
+    rc, out, _err = run_json(helper, monkeypatch, capsys, "validate-args", "--args-file", path)
+    assert rc == 0 and out["argv"] == args
+
+    env = tmp_path / "nccl.env"
+    env.write_text("# réglages NCCL\nNCCL_DEBUG_SUBSYS=INIT\nGPUSERVE_NOTE=déjà\n", encoding="utf-8")
+    assert helper._env_file(str(env)) == {"NCCL_DEBUG_SUBSYS": "INIT", "GPUSERVE_NOTE": "déjà"}
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"model": "qwen-é"}, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run([], {
+        "git": completed(""), "systemctl": completed("")})))
+    rc, out, _err = run_json(helper, monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
+                             "--manifest", str(manifest))
+    assert rc == 0 and out["manifest"] == {"model": "qwen-é"}

@@ -2,8 +2,13 @@
 and main() with a real 'spawn' child of this interpreter. test_nccl_hook.py runs the whole script under `env -i`
 in a venv with the real hook."""
 import importlib
+import importlib.machinery
 import json
+import multiprocessing
 import os
+import platform
+import re
+import sys
 import types
 import sysconfig
 
@@ -135,3 +140,99 @@ def test_candidates_finds_module_files_and_packages(proof, tmp_path):
     assert proof._candidates("pkg", str(tmp_path)) == [str(tmp_path / "pkg" / "__init__.py")]
     assert proof._candidates("other", str(tmp_path)) == []
     assert proof._candidates("hook", str(tmp_path / "missing")) == [] and proof._candidates("hook", "") == []
+
+
+# ---- exact messages, the child's own report, and the fields main() prints
+
+def test_each_problem_message_is_exact(proof):
+    assert judge(proof, shadowed=["/root/gpuserve_nccl_env.py", "/tmp/gpuserve_nccl_env.py"])[0] == [
+        "shadowed by earlier sys.path entries: /root/gpuserve_nccl_env.py, /tmp/gpuserve_nccl_env.py"]
+    assert judge(proof, child=None, exitcode=3)[0] == ["spawned child did not report (exit code 3)"]
+    assert judge(proof, child=snap(hook=False))[0] == ["hook module was not imported at the spawned child's start"]
+
+
+def test_child_sends_its_snapshot_and_closes_the_pipe(proof, monkeypatch):
+    monkeypatch.setenv("NCCL_PROTO", "LL")
+    monkeypatch.delenv("NCCL_ALGO", raising=False)
+    recv, send = multiprocessing.Pipe(duplex=False)
+    proof._child(send, ["NCCL_ALGO", "NCCL_PROTO"], "types")
+    assert recv.recv() == {"pid": os.getpid(), "executable": sys.executable, "env": {"NCCL_ALGO": None, "NCCL_PROTO": "LL"},
+                           "hook_imported_at_start": True, "hook_file": types.__file__}
+    assert recv.poll(5)
+    with pytest.raises(EOFError):
+        recv.recv()
+
+
+def dies_before_reporting(*_args):
+    os._exit(3)  # pylint: disable=protected-access
+
+
+def test_main_reports_a_child_that_died_before_reporting(proof, run_main, monkeypatch):
+    monkeypatch.setattr(proof, "_child", dies_before_reporting)
+    rc, res, err = run_main("--expect", json.dumps(EXPECTED), "--module", "types")
+    assert rc == 1 and res["child"] is None
+    assert res["problems"] == ["spawned child did not report (exit code 3)"]
+    assert err == "NCCL env proof FAILED: spawned child did not report (exit code 3)\n"
+
+
+def test_main_uses_spawn_not_fork(run_main, monkeypatch):
+    # a module imported at run time in the parent is in a forked child's sys.modules, never in a spawned one's
+    hook = types.ModuleType("gpuserve_runtime_only")
+    hook.__spec__ = importlib.machinery.ModuleSpec("gpuserve_runtime_only", None)
+    monkeypatch.setitem(sys.modules, "gpuserve_runtime_only", hook)
+    rc, res, err = run_main("--expect", json.dumps(EXPECTED), "--module", "gpuserve_runtime_only")
+    assert rc == 1 and res["parent"]["hook_imported_at_start"] is True and res["child"]["hook_imported_at_start"] is False
+    assert "hook module was not imported at the spawned child's start" in res["problems"]
+    assert err == "NCCL env proof FAILED: " + "; ".join(res["problems"]) + "\n" and len(res["problems"]) == 2
+
+
+def test_main_lists_copies_shadowing_the_hook(run_main, monkeypatch, tmp_path):
+    # a module name nothing else imports: the spawned child (which inherits sys.path) never loads these copies
+    cwd, first = tmp_path / "cwd", tmp_path / "first"
+    for directory in (cwd, first):
+        directory.mkdir()
+        (directory / "gpuserve_shadow_probe.py").write_text("")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", ["", str(first)] + sys.path + [str(first)])
+    rc, res, err = run_main("--expect", json.dumps(EXPECTED), "--module", "gpuserve_shadow_probe")
+    shadows = [os.path.realpath(str(d / "gpuserve_shadow_probe.py")) for d in (cwd, first)]
+    assert rc == 1 and res["shadowed"] == shadows
+    assert "shadowed by earlier sys.path entries: " + ", ".join(shadows) in res["problems"]
+    assert "; shadowed by earlier sys.path entries: " + ", ".join(shadows) + ";" in err
+
+
+@pytest.mark.usefixtures("run_main")  # purelib and the NCCL variables
+def test_main_prints_sorted_json_with_one_space_indent_and_every_field(proof, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "sitecustomize", types.SimpleNamespace(__file__="/opt/venv/sitecustomize.py"))
+    monkeypatch.setattr("sys.argv", ["nccl_env_proof.py", "--expect", json.dumps(EXPECTED), "--module", "types"])
+    assert proof.main() == 0
+    out = capsys.readouterr().out
+    res = json.loads(out)
+    assert out == json.dumps(res, indent=1, sort_keys=True) + "\n"
+    assert set(res) == {"ok", "problems", "missing", "inherited_env_keys", "python", "purelib", "hook", "shadowed",
+                        "sitecustomize", "sys_path", "parent", "child", "start_method"}
+    assert res["sitecustomize"] == "/opt/venv/sitecustomize.py" and res["sys_path"] == sys.path
+    assert res["python"] == platform.python_version()
+    assert res["parent"] == dict(pid=os.getpid(), executable=sys.executable, env=EXPECTED, hook_imported_at_start=True,
+                                 hook_file=types.__file__)
+
+
+def test_help_describes_the_proof_and_its_options(proof, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr("sys.argv", ["nccl_env_proof.py", "--help"])
+    with pytest.raises(SystemExit) as exc:
+        proof.main()
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    description = re.search(r"\n\n(.*?)\n\n", out, re.S).group(1)
+    assert description == "Proof that the NCCL variables reach a worker started the way SGLang starts its workers."
+    assert "--expect EXPECT  JSON object: variable name -> expected value" in out
+    assert "--module MODULE  hook module the .pth imports" in out
+
+
+def test_expect_is_required(proof, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["nccl_env_proof.py", "--module", "types"])
+    with pytest.raises(SystemExit) as exc:
+        proof.main()
+    assert exc.value.code == 2
+    assert "the following arguments are required: --expect" in capsys.readouterr().err

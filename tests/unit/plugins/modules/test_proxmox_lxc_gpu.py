@@ -1,5 +1,6 @@
 """proxmox_lxc_gpu through its entry point, with proxmoxer (API path) or run_command (pct path) patched."""
 import json
+import os
 
 import pytest
 from unittest import mock
@@ -231,7 +232,7 @@ def test_a_stopped_container_is_never_restarted(pve):
     pve['ct'].status.reboot.post.assert_not_called()
 
 
-HOST = __import__('os').uname()[1]
+HOST = os.uname()[1]
 LOCKED = 'CT is locked (snapshot)'
 
 
@@ -264,7 +265,7 @@ def test_api_client_talks_to_the_given_node_and_container(pve):
 
 def test_gid_and_uid_reach_the_entries(pve):
     failed, res = run(dict(API, devices=['/dev/nvidia0'], gid=44, uid=100000, mode='660'))
-    assert not failed
+    assert not failed and res['set'] == {'dev1': '/dev/nvidia0,gid=44,mode=0660,uid=100000'}
     assert pve['puts'][0]['dev1'] == '/dev/nvidia0,gid=44,mode=0660,uid=100000'
 
 

@@ -38,6 +38,7 @@ import time
 import urllib.error
 import urllib.request
 
+
 def cmd_exec(argv):
     """exec ARGS_FILE -- ENTRYPOINT...: exec the entrypoint with the argv from the args file."""
     if len(argv) < 4 or argv[2] != "--":
