@@ -64,6 +64,6 @@ def test_a_timeout_of_zero_or_less_fails_before_anything_runs(runner_timeout, ca
         raise Failed(kw['msg'])
     module.fail_json = fail_json
     runner = Runner(module, 'local', timeout=runner_timeout)
-    with pytest.raises(Failed, match=r'command timeouts must be more than 0 seconds \(got -?[0-9]+ for nvidia-smi -L\)'):
+    with pytest.raises(Failed, match=r'^command timeouts must be more than 0 seconds \(got -?[0-9]+ for nvidia-smi -L\)$'):
         runner.run(['nvidia-smi', '-L'], timeout=call_timeout)
     assert module.calls == []
