@@ -46,8 +46,10 @@ class ReleaseError(Exception):
 
 
 class Release:
-    def __init__(self, module, params, clock=time.monotonic, sleep=time.sleep, proc_root='/proc', self_pid=None):
+    def __init__(self, module, params, clock=time.monotonic, sleep=time.sleep, proc_root='/proc', self_pid=None,
+                 wall=time.time):
         self.module, self.params, self.clock, self.sleep, self.proc_root = module, params, clock, sleep, proc_root
+        self.wall = wall
         self.check = module.check_mode
         self.runner = Runner.from_params(module, params)
         if self_pid is None and self.runner.local:
@@ -59,7 +61,7 @@ class Release:
         except ProcError as exc:
             raise ReleaseError(str(exc)) from None
         self.killed, self.skipped, self.device_paths = [], {}, []
-        self.first_signal = None
+        self.first_signal = self.signal_epoch = None
 
     def ps(self):
         res = self.runner.run(PS_ARGV)
@@ -78,6 +80,7 @@ class Release:
             return
         if not self.check:
             if self.first_signal is None:
+                self.signal_epoch = self.wall()
                 self.first_signal = self.clock()
             grouped = set(groups)
             pids = set(p.pid for p in procs if p.pgid not in grouped)
@@ -196,7 +199,7 @@ class Release:
 
     def finish(self, result):
         result.update(changed=bool(self.killed), skipped_protected=list(self.skipped.values()),
-                      device_paths=self.device_paths)
+                      device_paths=self.device_paths, signal_epoch=self.signal_epoch)
         if self.module._diff:
             result['diff'] = dict(before=''.join('%(pid)d %(cmdline)s\n' % k for k in self.killed), after='')
         return result

@@ -2,10 +2,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One exec runner for the three places a command can run: here, `pct exec VMID --`, `lxc-attach -n NAME --`.
 
-Private to this collection. Every command is an argv list handed to module.run_command, wrapped in coreutils
-`timeout` because run_command has no timeout of its own and nvidia-smi (or a stuck container) can hang.
+Private to this collection. Every command is an argv list, wrapped in coreutils `timeout` because nvidia-smi (or a
+stuck container) can hang, and run by spawn() below rather than module.run_command (see spawn for why).
 """
 from __future__ import annotations
+
+import os
+import subprocess
+
+from ansible.module_utils.common.text.converters import to_text
 
 TARGETS = ('local', 'pct', 'lxc')
 
@@ -19,6 +24,26 @@ TARGET_REQUIRED_IF = [('target', 'pct', ('vmid',)), ('target', 'lxc', ('containe
 
 # `timeout` exits 124 when it fired, 137 when the command also ignored SIGTERM and took the --kill-after SIGKILL.
 TIMEOUT_RCS = (124, 137)
+
+
+def spawn(module, argv, environ_update):
+    """Runs argv to its end with stdin from /dev/null; returns (rc, stdout, stderr) as text.
+
+    Not module.run_command: its read loop (ansible-core 2.21, basic.py) asks whether the child has exited twice in
+    a row once both pipes are at EOF. A child that exits between the two questions sends the loop into a
+    select(1) on no pipes at all, and the call returns one whole second late. That was the 1-2 s stall in 4 of 9
+    gpu_release runs on the H200 (issue 16; the same race shows on any busy host). communicate() reads both pipes
+    to EOF and then waits for the child, which leaves no such window.
+    """
+    env = dict(os.environ)
+    env.update(environ_update)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except OSError as exc:
+        module.fail_json(msg='cannot run %s: %s' % (argv[0], exc), cmd=' '.join(argv))
+    out, err = proc.communicate()
+    # to_text's default error handler keeps undecodable bytes as surrogates, as run_command does.
+    return proc.returncode, to_text(out), to_text(err)
 
 
 class Result:
@@ -75,5 +100,5 @@ class Runner:
 
     def run(self, argv, timeout=None):
         full = self.argv(argv, timeout)
-        rc, out, err = self.module.run_command(full, environ_update={'LC_ALL': 'C'})
+        rc, out, err = spawn(self.module, full, {'LC_ALL': 'C'})
         return Result(full, rc, out, err)

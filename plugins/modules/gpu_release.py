@@ -254,6 +254,13 @@ kill_to_pass_s:
   returned: always
   type: float
   sample: 0.26
+signal_epoch:
+  description: Wall-clock time (seconds since the epoch, this host's clock) just before the first signal was
+    sent; V(null) when nothing was signalled. Lets an outside observer, e.g. a benchmark polling GPU memory, put
+    its readings on the same time line.
+  returned: always
+  type: float
+  sample: 1796069123.4567
 target:
   description: Where the processes were handled, e.g. V(CT 101) or V(this host).
   returned: always

@@ -1,6 +1,16 @@
 """Fixtures shared by the plugin tests."""
 import pytest
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _runner
+
+
+@pytest.fixture(autouse=True)
+def scripted_commands(monkeypatch):
+    """The plugin tests script every command's answer through their fake module's run_command: route the runner's
+    spawn() there. spawn itself runs real commands in test_runner_spawn.py, which imports it before this applies."""
+    monkeypatch.setattr(_runner, 'spawn', lambda module, argv, environ_update: module.run_command(
+        argv, environ_update=environ_update))
+
 
 @pytest.fixture
 def fake_sglang():

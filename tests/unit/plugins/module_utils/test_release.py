@@ -266,3 +266,20 @@ def test_extra_protected_and_no_holder_kill():
     assert 201 in world.procs and not any(c[0] == 'fuser' for c in world.calls)
     res = release(server_world(clock), clock, extra_protected_patterns=['train\\.py'], gate=off)
     assert (201, 'protected') in [(s['pid'], s['reason']) for s in res['skipped_protected']]
+
+
+def test_signal_epoch_is_the_wall_clock_just_before_the_first_signal():
+    clock = Clock()
+    world = server_world(clock)
+    walls = iter([1000.5, 2000.5, 3000.5])
+    res = Release(world, params(), clock, clock.sleep, '/nonexistent', 500, wall=lambda: next(walls)).run()
+    # TERM to the servers and a KILL to a holder: only the first signal is the outside observer's zero.
+    assert killed(res) == [(100, 'TERM'), (101, 'TERM'), (201, 'KILL')]
+    assert res['signal_epoch'] == 1000.5
+
+
+def test_signal_epoch_is_null_when_nothing_was_signalled():
+    clock = Clock()
+    world = server_world(clock, check_mode=True)
+    res = Release(world, params(), clock, clock.sleep, '/nonexistent', 500, wall=lambda: 1.0).run()
+    assert res['killed'] and res['signal_epoch'] is None

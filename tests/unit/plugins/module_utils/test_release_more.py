@@ -9,7 +9,8 @@ from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_re
     UUID, P, World, killed, params, release, server_world)
 
 OFF = dict(enabled=False)
-KEYS = {'changed', 'killed', 'skipped_protected', 'device_paths', 'gate', 'timings', 'kill_to_pass_s', 'target'}
+KEYS = {'changed', 'killed', 'skipped_protected', 'device_paths', 'gate', 'timings', 'kill_to_pass_s', 'target',
+        'signal_epoch'}
 DEVICES = '/dev/nvidia-uvm /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl'
 
 
