@@ -44,12 +44,17 @@ CLOCK_EVENT_REASONS = {
     "hw_power_brake_slowdown": 0x80,
     "display_clock_setting": 0x100,
 }
+# Thermal and hardware slowdowns: a run that saw one is never compared.
 DEFAULT_THROTTLE_REASONS = (
-    "sw_power_cap",
     "hw_slowdown",
     "sw_thermal_slowdown",
     "hw_thermal_slowdown",
     "hw_power_brake_slowdown",
+)
+# The power cap engages on every heavily loaded H200 (692 W of 700 W under a matmul, docs/ab-benchmark.md): a
+# comparison stays valid when it engaged the same way on the variant and on its adjacent baselines.
+DEFAULT_MATCHED_REASONS = (
+    "sw_power_cap",
 )
 
 CLOCKS_QUERY_FIELDS = (
@@ -250,6 +255,16 @@ def throttle_mask(names=DEFAULT_THROTTLE_REASONS):
             raise BenchError("unknown clock event reason %r; known: %s" % (name, ", ".join(CLOCK_EVENT_REASONS)))
         mask |= CLOCK_EVENT_REASONS[name]
     return mask
+
+
+def matched_reasons_seen(runs, mask):
+    """Sorted names of the mask's reasons that any GPU showed before or after any of the runs."""
+    bits = 0
+    for run in runs:
+        for when in ("gpu_before", "gpu_after"):
+            for gpu in run.get(when) or []:
+                bits |= gpu["clocks_event_reasons"] & mask
+    return reason_names(bits)
 
 
 def throttled_gpus(gpus, mask):

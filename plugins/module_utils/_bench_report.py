@@ -77,10 +77,11 @@ def render_markdown(verdict, runs, meta):
     out.append("")
     th = verdict["thresholds"]
     out.append("Decision at concurrency %d; an arm must be at least %.1f%% faster than the mean of its two "
-               "adjacent fresh baselines, which may drift at most %.1f%%; throttle reasons that invalidate: %s. "
+               "adjacent fresh baselines, which may drift at most %.1f%%; throttle reasons that invalidate: %s; "
+               "reasons that must match between a variant and its baselines: %s. "
                "Baseline drift over the whole benchmark: %.1f%%."
                % (dc, th["min_speedup_pct"], th["drift_pct"], ", ".join(th["throttle_reasons"]) or "none",
-                  verdict["baseline_drift_pct"]))
+                  ", ".join(th["matched_reasons"]) or "none", verdict["baseline_drift_pct"]))
     out.append("")
     header = ["arm", "decision"]
     for c in concs:

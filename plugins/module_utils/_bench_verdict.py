@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
-    BASELINE, DEFAULT_THROTTLE_REASONS, BenchError, throttle_mask, throttled_gpus)
+    BASELINE, DEFAULT_MATCHED_REASONS, DEFAULT_THROTTLE_REASONS, BenchError, matched_reasons_seen, reason_names,
+    throttle_mask, throttled_gpus)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, summarize
 
 
@@ -38,18 +39,24 @@ def _run_problems(run, mask, require_clean_tree):
 
 
 def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=DEFAULT_THROTTLE_REASONS,
-            decision_concurrency=None, require_clean_tree=True):
+            decision_concurrency=None, require_clean_tree=True, matched_reasons=DEFAULT_MATCHED_REASONS):
     """Judge measured runs against their adjacent fresh baselines.
 
     runs: [{visit, arm, repeat, concurrency, metrics{output_throughput,...}, gpu_before, gpu_after,
             provenance{sglang_commit, sglang_dirty, nccl_env, driver_version}, started, finished}]
     visits: the plan_arms schedule. A variant visit is compared with the baseline visits right before and after
     it; the comparison is invalid when those two baselines differ by more than drift_pct, when a GPU showed a
-    throttle reason before/after any run involved, when requests failed, or when the provenance is not the same
-    everywhere. An arm is accepted when all its comparisons are valid and its median speedup is at least
+    throttle reason before/after any run involved, when a matched reason (the power cap) was seen on one side of
+    the comparison but not the other at a concurrency, when requests failed, or when the provenance is not the
+    same everywhere. An arm is accepted when all its comparisons are valid and its median speedup is at least
     min_speedup_pct (a gain smaller than the tolerated drift cannot be told from drift).
     """
     mask = throttle_mask(throttle_reasons)
+    matched_mask = throttle_mask(matched_reasons)
+    both = mask & matched_mask
+    if both:
+        raise BenchError("a clock event reason cannot both always invalidate and need only to match: %s"
+                         % ", ".join(reason_names(both)))
     by_visit = {}
     for run in runs:
         by_visit.setdefault(int(run["visit"]), []).append(run)
@@ -87,6 +94,8 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
                 "mean_tpot_ms": summarize(tpot),
                 "accept_length": summarize(acc),
                 "samples": vals,
+                "matched_reasons": matched_reasons_seen([r for r in vruns if int(r["concurrency"]) == conc],
+                                                        matched_mask),
             }
         visit_stats.append({"index": visit["index"], "arm": visit["arm"], "kind": visit["kind"],
                             "round": visit.get("round", 1), "measured": bool(vruns),
@@ -113,6 +122,16 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
             meds = [m for m in meds if m is not None]
             entry = {"median": arm_med, "baseline_medians": meds, "baseline_ref": None, "drift_pct": None,
                      "speedup_pct": None}
+            mine = vs["concurrency"][key]["matched_reasons"]
+            for b in adj:
+                theirs = b["concurrency"][key]["matched_reasons"]
+                if arm_med is not None and b["concurrency"][key]["output_throughput"]["median"] is not None \
+                        and theirs != mine:
+                    comp["problems"].append(
+                        "visit %d %s at concurrency %d: %s, but %s on baseline visit %d; a power cap must act on "
+                        "both sides of a comparison or on neither"
+                        % (vs["index"], vs["arm"], conc, ", ".join(mine) or "no matched reason",
+                           ", ".join(theirs) or "none", b["index"]))
             if meds and arm_med is not None:
                 ref = sum(meds) / len(meds)
                 entry["baseline_ref"] = ref
@@ -195,7 +214,8 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         "decision_concurrency": decision_concurrency,
         "concurrencies": concurrencies,
         "thresholds": {"drift_pct": drift_pct, "min_speedup_pct": min_speedup_pct,
-                       "throttle_reasons": list(throttle_reasons), "require_clean_tree": require_clean_tree},
+                       "throttle_reasons": list(throttle_reasons), "matched_reasons": list(matched_reasons),
+                       "require_clean_tree": require_clean_tree},
         "baseline_drift_pct": overall_drift,
         "arms": arms,
         "visits": visit_stats,

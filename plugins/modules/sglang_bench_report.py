@@ -12,7 +12,8 @@ short_description: Judge an SGLang A/B benchmark and write its report (JSON, Mar
 version_added: "0.1.0"
 description:
   - Computes the verdict over the measured runs - median and spread per arm, speedup against the two adjacent
-    fresh baselines, invalid when those baselines drift more than O(drift_pct), a GPU showed a throttle reason,
+    fresh baselines, invalid when those baselines drift more than O(drift_pct), a GPU showed a throttle reason
+    (or a matched reason on one side of a comparison only),
     requests failed, or the SGLang commit, tree or worker NCCL environment was not the same everywhere.
   - Writes C(results.json), C(report.md) and C(chart.png) (a dependency-free PNG of tok/s per visit with min-max
     whiskers) into O(dest), then decodes the PNG it wrote to prove it opens.
@@ -45,10 +46,23 @@ options:
     type: float
     default: 3.0
   throttle_reasons:
-    description: Clock event reasons that invalidate a comparison.
+    description:
+      - Clock event reasons that invalidate every comparison a run that saw them belongs to (thermal and hardware
+        slowdowns).
+      - A reason may not be in both this list and O(matched_reasons).
     type: list
     elements: str
-    default: [sw_power_cap, hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown]
+    default: [hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown]
+  matched_reasons:
+    description:
+      - Clock event reasons that invalidate a comparison only when they differ between a variant and one of its
+        adjacent baselines, at the same concurrency (each side's reasons are those any GPU showed before or after
+        any of its runs).
+      - The power cap engages on every heavily loaded H200; when it acts on both sides alike, the comparison is
+        made at the same ceiling.
+    type: list
+    elements: str
+    default: [sw_power_cap]
   decision_concurrency:
     description: Concurrency whose figures decide; default the lowest measured.
     type: int
@@ -113,7 +127,7 @@ def write_report(module):
     try:
         result = verdict(p["runs"], p["visits"], drift_pct=p["drift_pct"], min_speedup_pct=p["min_speedup_pct"],
                          throttle_reasons=p["throttle_reasons"], decision_concurrency=p["decision_concurrency"],
-                         require_clean_tree=p["require_clean_tree"])
+                         require_clean_tree=p["require_clean_tree"], matched_reasons=p["matched_reasons"])
     except (BenchError, KeyError, TypeError) as exc:
         module.fail_json(msg="cannot judge the runs: %s" % exc)
     names = (("json", "results.json"), ("markdown", "report.md"), ("png", "chart.png"))
@@ -151,8 +165,9 @@ def main():
         drift_pct=dict(type="float", default=3.0),
         min_speedup_pct=dict(type="float", default=3.0),
         throttle_reasons=dict(type="list", elements="str",
-                              default=["sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                              default=["hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
                                        "hw_power_brake_slowdown"]),
+        matched_reasons=dict(type="list", elements="str", default=["sw_power_cap"]),
         decision_concurrency=dict(type="int"),
         require_clean_tree=dict(type="bool", default=True),
         meta=dict(type="dict", default={}),

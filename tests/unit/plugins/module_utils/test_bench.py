@@ -153,10 +153,10 @@ def test_throttle_detection_ignores_idle_and_names_the_reason():
     gpus = b.parse_gpu_clocks("0, 405, 3201, 36, 121.32, 0x0000000000000001, P0\n"
                               "1, 1500, 3201, 88, 700.00, 0x0000000000000060, P0\n"
                               "2, 1980, 3201, 40, 650.00, 0x0000000000000004, P0\n")
-    mask = b.throttle_mask()
-    assert b.throttled_gpus(gpus, mask) == [(1, ["sw_thermal_slowdown", "hw_thermal_slowdown"]),
-                                            (2, ["sw_power_cap"])]
-    # power capping can be tolerated by configuration; thermal slowdown still counts
+    # by default only thermal and hardware slowdowns always count; the power cap is judged by matching (verdict)
+    assert b.throttled_gpus(gpus, b.throttle_mask()) == [(1, ["sw_thermal_slowdown", "hw_thermal_slowdown"])]
+    assert b.throttled_gpus(gpus, b.throttle_mask(["sw_power_cap", "sw_thermal_slowdown"])) == [
+        (1, ["sw_thermal_slowdown"]), (2, ["sw_power_cap"])]
     assert b.throttled_gpus(gpus, b.throttle_mask(["hw_thermal_slowdown"])) == [(1, ["hw_thermal_slowdown"])]
     with pytest.raises(b.BenchError, match="unknown clock event reason"):
         b.throttle_mask(["too_hot"])
@@ -259,27 +259,87 @@ def test_verdict_invalid_when_a_gpu_throttled():
 H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "h200-gpu-state")
 
 
-def test_verdict_invalid_with_the_real_h200_power_cap_state_and_not_with_its_idle_state():
+def h200_state(name):
     # sglang_bench_gpu_state's own results on a real H200 (bench/gpu_state_gpu.sh): under a matmul load the GPU
     # reported sw_power_cap (0x4) at 692 W; idle it reports gpu_idle (0x1), which is not throttling
-    def state(name):
-        with open(os.path.join(H200_GPU_STATE, "gpu_state_%s.json" % name)) as f:
-            return json.load(f)["gpus"]
+    with open(os.path.join(H200_GPU_STATE, "gpu_state_%s.json" % name)) as f:
+        return json.load(f)["gpus"]
 
-    busy, idle = state("busy"), state("idle")
+
+def test_the_real_h200_power_cap_on_every_arm_keeps_the_comparison_valid():
+    busy, idle = h200_state("busy"), h200_state("idle")
     assert busy[0]["clocks_event_reason_names"] == ["sw_power_cap"] and busy[0]["power_w"] > 690
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
     for run in runs:
-        run["gpu_before"] = run["gpu_after"] = idle
-    assert bv.verdict(runs, visits)["valid"] is True
-    runs[3]["gpu_before"] = busy  # one run of the EAGLE-3 visit started on a capped GPU
+        run["gpu_before"], run["gpu_after"] = idle, busy  # every run ends at the cap, as a loaded H200 does
+    v = bv.verdict(runs, visits)
+    assert v["valid"] is True and v["winner"] == "eagle3-s2" and v["problems"] == []
+    assert all(s["concurrency"][c]["matched_reasons"] == ["sw_power_cap"]
+               for s in v["visits"] for c in s["concurrency"])
+    # the old rule (the cap always invalidates) is still one setting away
+    strict = bv.verdict(runs, visits, throttle_reasons=["sw_power_cap"], matched_reasons=[])
+    assert strict["valid"] is False and "GPU 0 throttled after the run (sw_power_cap)" in strict["problems"][0]
+
+
+@pytest.mark.parametrize("capped", ["baseline", "eagle3-s2"])
+def test_the_real_h200_power_cap_on_one_side_only_invalidates_the_comparison(capped):
+    busy, idle = h200_state("busy"), h200_state("idle")
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    for run in runs:
+        run["gpu_before"] = idle
+        run["gpu_after"] = busy if run["arm"] == capped else idle
     v = bv.verdict(runs, visits)
     assert v["valid"] is False and v["winner"] is None
-    assert "GPU 0 throttled before the run (sw_power_cap)" in v["problems"][0]
-    # knowingly accepting the power cap (sglang_benchmark_throttle_reasons without it) makes the same data valid
-    others = [r for r in b.DEFAULT_THROTTLE_REASONS if r != "sw_power_cap"]
-    assert bv.verdict(runs, visits, throttle_reasons=others)["winner"] == "eagle3-s2"
+    (comp,) = v["comparisons"]
+    mine, theirs = ("sw_power_cap", "none") if capped == "eagle3-s2" else ("no matched reason", "sw_power_cap")
+    assert comp["problems"] == [
+        "visit 1 eagle3-s2 at concurrency 1: %s, but %s on baseline visit %d; a power cap must act on both sides "
+        "of a comparison or on neither" % (mine, theirs, b_visit) for b_visit in (0, 2)]
+
+
+def test_the_power_cap_seen_before_one_run_of_a_visit_counts_for_that_visit_and_concurrency_only():
+    busy, idle = h200_state("busy"), h200_state("idle")
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    for run in runs:
+        run["gpu_before"] = run["gpu_after"] = idle
+    runs[3]["gpu_before"] = busy  # one run of the EAGLE-3 visit started on a capped GPU
+    v = bv.verdict(runs, visits)
+    capped_c = str(runs[3]["concurrency"])
+    assert v["visits"][1]["concurrency"][capped_c]["matched_reasons"] == ["sw_power_cap"]
+    assert [c for c, e in v["visits"][1]["concurrency"].items() if e["matched_reasons"]] == [capped_c]
+    assert v["valid"] is False and all("at concurrency %s: sw_power_cap, but none" % capped_c in p
+                                       for p in v["problems"])
+
+
+def test_a_reason_cannot_be_both_fatal_and_matched():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    with pytest.raises(b.BenchError) as exc:
+        bv.verdict(runs, visits, throttle_reasons=["sw_power_cap", "hw_slowdown", "sync_boost"],
+                   matched_reasons=["sync_boost", "sw_power_cap"])
+    assert str(exc.value) == ("a clock event reason cannot both always invalidate and need only to match: "
+                              "sw_power_cap, sync_boost")
+
+
+def test_each_side_names_all_the_matched_reasons_it_saw():
+    idle = h200_state("idle")
+    capped = [dict(idle[0], clocks_event_reasons=0x4 | 0x10)]  # sw_power_cap and sync_boost
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 99.0})
+    for run in runs:
+        run["gpu_before"] = idle
+        run["gpu_after"] = capped if run["arm"] == "baseline" else idle
+    (comp,) = bv.verdict(runs, visits, matched_reasons=["sw_power_cap", "sync_boost"])["comparisons"]
+    assert comp["problems"][0] == ("visit 1 eagle3-s2 at concurrency 1: no matched reason, but sw_power_cap, "
+                                   "sync_boost on baseline visit 0; a power cap must act on both sides of a "
+                                   "comparison or on neither")
+    for run in runs:
+        run["gpu_after"] = capped if run["arm"] != "baseline" else idle
+    (comp,) = bv.verdict(runs, visits, matched_reasons=["sw_power_cap", "sync_boost"])["comparisons"]
+    assert comp["problems"][0].startswith("visit 1 eagle3-s2 at concurrency 1: sw_power_cap, sync_boost, but none on")
 
 
 def test_verdict_invalid_on_failed_requests_dirty_tree_changed_commit_or_env():

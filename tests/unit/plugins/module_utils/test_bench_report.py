@@ -142,3 +142,16 @@ def test_json_document_keeps_provenance_with_every_figure(judged):
     assert all(r["provenance"]["sglang_commit"] == "a" * 40 and r["gpu_before"] and r["gpu_after"] for r in doc["runs"])
     assert doc["visits"][1]["server_args"]["speculative_num_steps"] == 2
     assert doc["visits"][1]["stats"]["concurrency"]["1"]["output_throughput"]["median"] == pytest.approx(60.0)
+
+
+def test_markdown_names_the_thresholds_and_both_reason_rules(judged):
+    visits, runs, _verdict = judged
+    verdict = bv.verdict(runs, visits, drift_pct=2.5, min_speedup_pct=4.0, throttle_reasons=["hw_slowdown"],
+                         matched_reasons=["sw_power_cap", "applications_clocks_setting"])
+    md = rep.render_markdown(verdict, runs, {"timestamp": "20261130T000000Z", "chart": "chart.png"})
+    assert ("an arm must be at least 4.0% faster than the mean of its two adjacent fresh baselines, which may drift "
+            "at most 2.5%; throttle reasons that invalidate: hw_slowdown; reasons that must match between a variant "
+            "and its baselines: sw_power_cap, applications_clocks_setting. Baseline drift over the whole "
+            "benchmark: 0.0%.") in md
+    none = rep.render_markdown(bv.verdict(runs, visits, throttle_reasons=[], matched_reasons=[]), runs, {})
+    assert "throttle reasons that invalidate: none; reasons that must match between a variant and its baselines: none." in none

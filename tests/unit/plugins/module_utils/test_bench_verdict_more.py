@@ -74,7 +74,8 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
     assert v["summary"] == "eagle3-s2 is 25.0% faster than the fresh baseline at concurrency 1"
     assert v["decision_concurrency"] == 1 and v["concurrencies"] == [1, 8]
     assert v["thresholds"] == {"drift_pct": 3.0, "min_speedup_pct": 3.0,
-                               "throttle_reasons": list(b.DEFAULT_THROTTLE_REASONS), "require_clean_tree": True}
+                               "throttle_reasons": list(b.DEFAULT_THROTTLE_REASONS),
+                               "matched_reasons": ["sw_power_cap"], "require_clean_tree": True}
     assert v["baseline_drift_pct"] == 0.0
 
     # per visit: each concurrency's own samples, TPOT and accept length; a schedule without rounds is round 1
@@ -82,9 +83,9 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
         "index": 1, "arm": "eagle3-s2", "kind": "variant", "round": 1, "measured": True, "problems": [],
         "concurrency": {
             "1": {"output_throughput": st.summarize([80.0]), "mean_tpot_ms": st.summarize([12.5]),
-                  "accept_length": st.summarize([2.5]), "samples": [80.0]},
+                  "accept_length": st.summarize([2.5]), "samples": [80.0], "matched_reasons": []},
             "8": {"output_throughput": st.summarize([288.0]), "mean_tpot_ms": st.summarize([28.0]),
-                  "accept_length": st.summarize([2.0]), "samples": [288.0]},
+                  "accept_length": st.summarize([2.0]), "samples": [288.0], "matched_reasons": []},
         }}
     assert v["visits"][1]["concurrency"]["8"]["mean_tpot_ms"]["median"] == 28.0
     assert v["visits"][1]["concurrency"]["1"]["accept_length"]["median"] == 2.5
@@ -127,7 +128,7 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
     assert v8["decision_concurrency"] == 8 and arms_of(v8)["eagle3-s2"]["speedup_pct"] == 12.5
     assert v8["summary"] == "eagle3-s2 is 12.5% faster than the fresh baseline at concurrency 8"
     assert v8["thresholds"] == {"drift_pct": 1.0, "min_speedup_pct": 12.0, "throttle_reasons": ["hw_slowdown"],
-                                "require_clean_tree": False}
+                                "matched_reasons": ["sw_power_cap"], "require_clean_tree": False}
 
 
 def test_the_winner_is_the_fastest_accepted_arm_whatever_its_place_in_the_plan():
