@@ -6,6 +6,9 @@ The settings' values come from this checkout's roles/gpuserve. GPUSERVE_SETTINGS
 that tree instead (the tree before roles/gpuserve existed fails every test here)."""
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -130,9 +133,10 @@ def test_an_inventory_sets_each_shared_setting_once():
 
 
 def test_every_role_depends_on_the_settings_role():
-    missing = [role for role in roles()
-               if {"role": "gpuserve.sglang.gpuserve"} not in (load(os.path.join(ROOT, "roles", role, "meta",
-                                                                                "main.yml")).get("dependencies") or [])]
+    def dependencies(role):
+        return load(os.path.join(ROOT, "roles", role, "meta", "main.yml")).get("dependencies") or []
+
+    missing = [role for role in roles() if {"role": "gpuserve.sglang.gpuserve"} not in dependencies(role)]
     assert not missing, "add gpuserve.sglang.gpuserve to meta/main.yml dependencies of: %s" % ", ".join(missing)
 
 
@@ -158,8 +162,8 @@ def test_argument_spec_defaults_mirror_the_role_defaults():
         for entry, spec in specs.items():
             for name, opt in (spec.get("options") or {}).items():
                 if "default" in opt and name in defaults and opt["default"] != defaults[name]:
-                    mismatched.append("%s %s %s: spec %r, defaults %r" % (role, entry, name, opt["default"],
-                                                                         defaults[name]))
+                    mismatched.append("%s %s %s: spec %r, defaults %r"
+                                      % (role, entry, name, opt["default"], defaults[name]))
     assert not mismatched, "\n".join(mismatched)
 
 
@@ -175,3 +179,49 @@ def test_the_checker_sees_each_kind_of_repeat():
             "a_timeout": 300000, "a_bench_gpu_count": 0, "a_count": 8, "a_url": "http://127.0.0.1:{{ gpuserve_port }}",
             "a_lab_flag": True}
     assert repeats(fine, "x") == []
+
+
+PLAYBOOK = """
+- name: roles
+  hosts: localhost
+  gather_facts: false
+  roles: [probe]
+- name: import_role, include_role, include_role with tasks_from
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - {ansible.builtin.import_role: {name: probe}}
+    - {ansible.builtin.include_role: {name: probe}}
+    - {ansible.builtin.include_role: {name: probe, tasks_from: other}}
+- name: the inventory or the play overrides the shared default
+  hosts: localhost
+  gather_facts: false
+  vars: {gpuserve_venv: /srv/venv}
+  tasks:
+    - {ansible.builtin.include_role: {name: probe, tasks_from: other}}
+"""
+
+
+def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path):
+    """The playbooks run roles with roles:, import_role and include_role (tasks_from too, as audit, restart and
+    molecule's verify do): a role depending on gpuserve.sglang.gpuserve resolves its defaults from it each way."""
+    role = tmp_path / "roles" / "probe"
+    for part in ("defaults", "meta", "tasks"):
+        (role / part).mkdir(parents=True)
+    (role / "defaults" / "main.yml").write_text('probe_python: "{{ gpuserve_venv }}/bin/python"\n')
+    (role / "meta" / "main.yml").write_text("dependencies: [{role: gpuserve.sglang.gpuserve}]\n")
+    for entry in ("main", "other"):
+        (role / "tasks" / (entry + ".yml")).write_text(
+            "- ansible.builtin.debug: {msg: 'PROBE %s {{ probe_python }} {{ gpuserve_port }}'}\n" % entry)
+    (tmp_path / "pb.yml").write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(HERE, "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"), ANSIBLE_COLLECTIONS_PATH=os.path.join(HERE, "collections"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    playbook = shutil.which("ansible-playbook") or os.path.join(os.path.dirname(sys.executable),
+                                                                "ansible-playbook")
+    out = subprocess.run([playbook, "-i", "localhost,", "-c", "local", str(tmp_path / "pb.yml")], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    probes = re.findall(r"PROBE \w+ \S+ \d+", out.stdout)
+    assert probes == ["PROBE main /opt/sglang/venv/bin/python 30000"] * 3 + [
+        "PROBE other /opt/sglang/venv/bin/python 30000", "PROBE other /srv/venv/bin/python 30000"], out.stdout
