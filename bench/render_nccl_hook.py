@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Render the nccl_tuning role's own templates outside Ansible, so a GPU machine checks the hook we ship.
 
-Reads nccl_tuning_env from roles/nccl_tuning/defaults/main.yml, applies --set NAME=VALUE / --unset NAME, and
-renders with Jinja2 the role's template files (same trim_blocks/newline settings as ansible.builtin.template,
-the collection's own filter plugin) into OUTDIR:
+Reads the NCCL dict from roles/gpuserve/defaults/main.yml (gpuserve_nccl_env, nccl_tuning_env's default),
+applies --set NAME=VALUE / --unset NAME, and renders with Jinja2 the role's template files (same
+trim_blocks/newline settings as ansible.builtin.template, the collection's own filter plugin) into OUTDIR:
   gpuserve_nccl_env.py, gpuserve_nccl_env.pth  (copy both into a venv's site-packages)
   nccl.env, gpuserve-nccl.sh                   (the EnvironmentFile and profile.d renderings, for reference)
   expected.json                                (the normalized dict, for nccl_env_proof.py --expect)
@@ -53,7 +53,8 @@ def render(env_overrides=None, unset=()):
 
     with open(os.path.join(ROLE, "defaults", "main.yml")) as fh:
         defaults = yaml.safe_load(fh)
-    env = dict(defaults["nccl_tuning_env"])
+    with open(os.path.join(ROOT, "roles", "gpuserve", "defaults", "main.yml")) as fh:
+        env = dict(yaml.safe_load(fh)["gpuserve_nccl_env"])
     for name in unset:
         env.pop(name, None)
     env.update(env_overrides or {})
