@@ -6,9 +6,13 @@
       sglang distribution and its direct_url.json, whether every package of --packages and everything it
       requires is installed at a version its requirement and --constraints allow), and for each --file its
       sha1 (as Ansible's stat computes it), mode, owner and, when small, its text.
-  facts --src DIR --venv DIR [--smoke]
+  facts --src DIR --venv DIR [--smoke [--record FILE]]
       The published facts after the install: HEAD, `git status --porcelain`, the sglang version in the venv;
-      with --smoke, the result of importing sglang.srt.server_args in the venv.
+      with --smoke, the result of importing sglang.srt.server_args in the venv. With --record, an import that
+      passed on a clean tree is recorded in FILE with a fingerprint of its inputs (HEAD, pyvenv.cfg, the venv's
+      Python and every distribution's name and version); while the fingerprint is unchanged the import is not
+      repeated and the result says since when it holds (`cached_since`). A dirty tree or a failed import
+      removes the record.
 Prints one JSON object. Each command's rc, stdout and stderr are reported, never raised.
 """
 import argparse
@@ -17,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 # Runs in the venv (python -I): the closure of the requirements, checked as pip's resolver would see it.
 _VENV_PROBE = r'''
@@ -131,6 +136,57 @@ def cmd_state(opts):
     return result
 
 
+# Runs in the venv (python -I): what an import of SGLang depends on inside the venv.
+_VENV_FINGERPRINT = r'''
+import importlib.metadata as md, json, sys
+print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or "", d.version)
+                                                          for d in md.distributions()})}))
+'''
+SMOKE_MODULE = "sglang.srt.server_args"
+
+
+def _fingerprint(python, venv, head, status):
+    """sha256 of the import's inputs, or None (then the import always runs): when the venv or HEAD cannot be read,
+    or when the tree has local modifications, whose content the status lines do not capture."""
+    if head["rc"] != 0 or status["rc"] != 0 or status["lines"]:
+        return None
+    probe = _run([python, "-I", "-c", _VENV_FINGERPRINT])
+    if probe["rc"] != 0:
+        return None
+    inputs = {"module": SMOKE_MODULE, "head": head["stdout"], "status": status["lines"], "venv": probe["stdout"],
+              "pyvenv_cfg": _file(os.path.join(venv, "pyvenv.cfg")).get("sha1")}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _read_record(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def _smoke(python, opts, head, status):
+    argv = [python, "-I", "-c", "import " + SMOKE_MODULE]
+    if not opts.record:
+        return _run(argv)
+    fingerprint = _fingerprint(python, opts.venv, head, status)
+    record = _read_record(opts.record)
+    if fingerprint is not None and record.get("fingerprint") == fingerprint:
+        return {"rc": 0, "stdout": "", "stderr": "", "cached_since": record.get("proven_at")}
+    result = _run(argv)
+    if result["rc"] == 0 and fingerprint is not None:
+        os.makedirs(os.path.dirname(opts.record) or ".", exist_ok=True)
+        tmp = opts.record + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump({"fingerprint": fingerprint, "module": SMOKE_MODULE,
+                       "proven_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, handle)
+        os.replace(tmp, opts.record)
+    elif os.path.exists(opts.record):
+        os.unlink(opts.record)
+    return result
+
+
 def cmd_facts(opts):
     python = os.path.join(opts.venv, "bin", "python")
     result = {
@@ -139,7 +195,7 @@ def cmd_facts(opts):
         "version": _run([python, "-I", "-c", 'import importlib.metadata as m; print(m.version("sglang"))']),
     }
     if opts.smoke:
-        result["smoke"] = _run([python, "-I", "-c", "import sglang.srt.server_args"])
+        result["smoke"] = _smoke(python, opts, result["head"], result["status"])
     return result
 
 
@@ -157,6 +213,7 @@ def main():
     state.add_argument("--packages", default="[]")
     state.add_argument("--constraints", default="[]")
     facts.add_argument("--smoke", action="store_true")
+    facts.add_argument("--record", default="")
     opts = parser.parse_args()
     print(json.dumps(cmd_state(opts) if opts.mode == "state" else cmd_facts(opts)))
     return 0
