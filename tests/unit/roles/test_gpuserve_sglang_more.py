@@ -26,6 +26,11 @@ NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.
 GROUP = "/system.slice/sglang.service"
 
 
+def raising(exc):
+    """A call that raises exc (for lambdas standing in for a failing function)."""
+    raise exc
+
+
 @pytest.fixture(scope="module")
 def helper():
     mod = importlib.import_module(NAME)
@@ -618,7 +623,7 @@ def test_worker_env_reports_a_systemctl_failure(helper, monkeypatch, capsys):
     assert (rc, out) == (1, {"ok": False, "unit": "sglang.service", "control_group": None,
                              "error": "systemctl show sglang.service failed: Failed to connect to bus"})
     monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(
-        run=lambda argv, **kw: (_ for _ in ()).throw(subprocess.CalledProcessError(4, argv, output=" no unit \n")),
+        run=lambda argv, **kw: raising(subprocess.CalledProcessError(4, argv, output=" no unit \n")),
         CalledProcessError=subprocess.CalledProcessError))
     assert worker_env(helper, monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: no unit"
 

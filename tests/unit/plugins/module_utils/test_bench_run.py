@@ -19,6 +19,11 @@ WORKERS = {"ok": True, "unit": "sglang.service", "control_group": "/system.slice
 RESULT = {"output_throughput": 88.8, "mean_tpot_ms": 11.2, "completed": 4, "accept_length": 2.5}
 
 
+def raising(exc):
+    """A call that raises exc (for lambdas standing in for a failing function)."""
+    raise exc
+
+
 class Exit(Exception):
     def __init__(self, failed, result):
         super().__init__(result.get("msg"))
@@ -182,9 +187,9 @@ def test_http_returns_an_http_error_as_a_status_and_raises_a_connection_error(mo
         def read(self):
             return b"no such route"
 
-    monkeypatch.setattr(br, "open_url", lambda url, **kw: (_ for _ in ()).throw(HTTPError()))
+    monkeypatch.setattr(br, "open_url", lambda url, **kw: raising(HTTPError()))
     assert br.http("GET", "http://x/y") == (404, "no such route")
-    monkeypatch.setattr(br, "open_url", lambda url, **kw: (_ for _ in ()).throw(OSError("refused")))
+    monkeypatch.setattr(br, "open_url", lambda url, **kw: raising(OSError("refused")))
     with pytest.raises(OSError, match="refused"):
         br.http("GET", "http://x/y")
 

@@ -15,6 +15,11 @@ BASE = "https://pve.example:8006/api2/json"
 CT = BASE + "/nodes/pve1/lxc/101"
 
 
+def raising(exc):
+    """A call that raises exc (for lambdas standing in for a failing function)."""
+    raise exc
+
+
 class Clock:
     def __init__(self):
         self.now, self.sleeps = 1000.0, []
@@ -182,7 +187,7 @@ def test_lock_retries_are_bounded_and_say_what_holds_the_lock():
 
     assert pc.with_lock_retries(once_locked, retries=5, delay=2, sleep=sleeps.append) == ("done", 2)
     with pytest.raises(pc.PveFailure) as exc:  # not a lock: raised at once, unchanged
-        pc.with_lock_retries(lambda: (_ for _ in ()).throw(pc.PveFailure("bad value", 400)), 5, 2, sleeps.append)
+        pc.with_lock_retries(lambda: raising(pc.PveFailure("bad value", 400)), 5, 2, sleeps.append)
     assert exc.value.message == "bad value" and len(sleeps) == 3
 
 
