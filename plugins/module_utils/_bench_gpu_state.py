@@ -54,7 +54,7 @@ def gpu_state(runner, params, now=_now):
 
 def run_module(module):
     try:
-        result = gpu_state(Runner(module, timeout=module.params["nvidia_smi_timeout"]), module.params)
+        result = gpu_state(Runner(module), module.params)  # each query passes nvidia_smi_timeout
     except SmiError as exc:
         module.fail_json(msg=exc.msg, changed=False)
     except BenchError as exc:

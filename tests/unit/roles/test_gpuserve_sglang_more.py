@@ -549,7 +549,8 @@ def worker_env(helper, monkeypatch, capsys, *args):
     return run_json(helper, monkeypatch, capsys, "worker-env", "--unit", "sglang.service", *args)[:2]
 
 
-TUNED = b"PATH=/usr/bin\0NCCL_PROTO=LL\0NCCL_ALGO=Ring\0TORCH_NCCL_X=1\0junk\0"
+# CUDA_HOME and OTHER share first letters with the prefixes: only whole prefixes select
+TUNED = b"PATH=/usr/bin\0NCCL_PROTO=LL\0NCCL_ALGO=Ring\0TORCH_NCCL_X=1\0CUDA_HOME=/c\0OTHER=1\0junk\0"
 
 
 def test_worker_env_reads_the_scheduler_workers_not_the_launcher(helper, unit, monkeypatch, capsys):
@@ -626,23 +627,30 @@ def test_worker_env_reports_a_systemctl_failure(helper, monkeypatch, capsys):
         run=lambda argv, **kw: raising(subprocess.CalledProcessError(4, argv, output=" no unit \n")),
         CalledProcessError=subprocess.CalledProcessError))
     assert worker_env(helper, monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: no unit"
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(
+        run=lambda argv, **kw: raising(subprocess.CalledProcessError(1, argv, output="", stderr="")),
+        CalledProcessError=subprocess.CalledProcessError))
+    assert worker_env(helper, monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: "
 
 
 def test_pids_skips_a_sub_group_removed_during_the_walk(helper, tmp_path, monkeypatch):
-    (tmp_path / "gone").mkdir()
     (tmp_path / "cgroup.procs").write_text("5\n")
-    (tmp_path / "gone" / "cgroup.procs").write_text("6\n")
-    (tmp_path / "late").mkdir()
-    (tmp_path / "late" / "cgroup.procs").write_text("7\n")
-    real_open = open
+    for name, pid in (("a", 6), ("b", 7), ("c", 8)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cgroup.procs").write_text("%d\n" % pid)
+    real_open, gone = open, []
 
     def fake_open(path, *args, **kwargs):
-        if str(path) == str(tmp_path / "gone" / "cgroup.procs"):
+        # the first sub-group walked is removed before it is read; the walk goes on to the others
+        if os.path.dirname(str(path)) != str(tmp_path) and not gone:
+            gone.append(os.path.basename(os.path.dirname(str(path))))
             raise FileNotFoundError(2, "No such file or directory", str(path))
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr("builtins.open", fake_open)
-    assert helper._pids(str(tmp_path)) == [5, 7]
+    left = {"a": 6, "b": 7, "c": 8}
+    pids = helper._pids(str(tmp_path))
+    assert len(gone) == 1 and pids == sorted([5] + [pid for name, pid in left.items() if name != gone[0]])
 
 
 # ------------------------------------------------------------------------------------------------------- wait-ready

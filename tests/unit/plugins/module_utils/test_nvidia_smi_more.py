@@ -277,6 +277,7 @@ def test_query_builds_every_query_the_collection_makes():
 @pytest.mark.parametrize('text, version', [
     ('580.159.04\n', '580.159.04'),
     ('580.159.04\n580.159.04\n\n  580.159.04  \n', '580.159.04'),
+    ('9.1\n', '9.1'),  # a version starts with a digit, however many the major has
 ])
 def test_parse_driver_version_reads_the_one_version(text, version):
     assert smi.parse_driver_version(text) == version

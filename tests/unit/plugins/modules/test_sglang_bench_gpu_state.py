@@ -109,7 +109,7 @@ def test_fewer_gpus_than_expected_fail_and_more_pass(monkeypatch, capsys):
 def test_an_unreadable_clocks_line_fails_closed(monkeypatch, capsys, answer, message):
     smi(monkeypatch, [answer])
     out = run(capsys, {})
-    assert out['failed'] is True and out['msg'].startswith(message)
+    assert out['failed'] is True and out['changed'] is False and out['msg'].startswith(message)
 
 
 @pytest.mark.parametrize('answer, message', [
