@@ -4,13 +4,12 @@
 """The one wrapper of SGLang's benchmark client and of the server endpoints it needs: private to this collection.
 
 Builds the bench_serving argv, picks `sglang.benchmark.serving` (0.5.22+) or the deprecated
-`sglang.bench_serving`, checks /server_info against what the arm asked for, and reads the workers' environment
-from the unit's cgroup. Used by the sglang_bench_run module; the runner is passed in so tests can patch it.
+`sglang.bench_serving`, and checks /server_info against what the arm asked for. Used by the sglang_bench_run
+module. The workers' environment is read by the sglang_server role's helper (gpuserve-sglang worker-env), the
+one reader of it.
 """
 
 from __future__ import annotations
-
-import os
 
 CLIENT_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
 
@@ -123,67 +122,3 @@ def check_server(server_info, expect):
         if (got or None) != (want or None):
             problems.append("server runs speculative_algorithm=%r, the arm asked for %r" % (got, want))
     return problems
-
-
-def parse_environ(data, prefixes):
-    """/proc/PID/environ bytes -> {name: value} for names starting with one of prefixes."""
-    env = {}
-    for item in data.split(b"\0"):
-        if b"=" not in item:
-            continue
-        key, _sep, value = item.partition(b"=")
-        name = key.decode("utf-8", "replace")
-        if any(name.startswith(p) for p in prefixes):
-            env[name] = value.decode("utf-8", "replace")
-    return env
-
-
-# Where a unit's cgroup lives: the unified hierarchy (cgroup v2), then systemd's hybrid layout (v2 under unified/,
-# as in an LXC container on a v1 host), then v1's name=systemd hierarchy. Same order as the sglang_server helper.
-CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
-
-
-def unit_pids(control_group, roots=CGROUP_ROOTS):
-    """PIDs in systemctl's ControlGroup value and its sub-cgroups, from the first root that has it; None when no
-    root has it (unit stopped, or not a cgroup path)."""
-    if not control_group or not control_group.startswith("/"):
-        return None
-    for root in roots:
-        top = os.path.join(root, control_group.lstrip("/"))
-        if not os.path.isfile(os.path.join(top, "cgroup.procs")):
-            continue
-        pids = set()
-        for dirpath, _dirs, files in os.walk(top):
-            if "cgroup.procs" in files:
-                try:
-                    with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                        pids.update(int(p) for p in f.read().split())
-                except OSError:
-                    pass  # a sub-cgroup removed during the walk
-        return sorted(pids)
-    return None
-
-
-# SGLang names its tensor-parallel workers with setproctitle ("sglang::scheduler_TP0", ...): they are the processes
-# that run NCCL. The launcher's own /proc/PID/environ is its START environment: SGLang then sets NCCL_CUMEM_ENABLE,
-# CUDA_DEVICE_MAX_CONNECTIONS, ... in os.environ for its children, so the launcher legitimately differs from them.
-WORKER_TITLE_PREFIX = "sglang::scheduler"
-
-
-def worker_env(procs):
-    """{pid: (process title, env or None)} of every process in the unit -> summary over the NCCL workers (the
-    sglang::scheduler processes; every process when none is titled so): one env when they all agree, else the
-    per-worker differences. env None = the process exited before it was read."""
-    titled = [pid for pid, (title, _env) in procs.items() if (title or "").startswith(WORKER_TITLE_PREFIX)]
-    workers = sorted(titled) if titled else sorted(procs)
-    envs = {pid: procs[pid][1] for pid in workers if procs[pid][1] is not None}
-    distinct = {tuple(sorted(e.items())) for e in envs.values()}
-    summary = {"pids": sorted(procs), "worker_pids": sorted(envs), "workers_titled": bool(titled),
-               "pids_with_vars": sorted(pid for pid, (_t, env) in procs.items() if env),
-               "consistent": len(distinct) == 1}
-    if len(distinct) == 1:
-        summary["env"] = dict(next(iter(distinct)))
-    else:
-        summary["env"] = {}
-        summary["per_pid"] = {str(pid): env for pid, env in sorted(envs.items())}
-    return summary

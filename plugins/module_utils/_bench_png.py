@@ -79,10 +79,6 @@ class Canvas:
         self.height = int(height)
         self.rows = [bytearray(bytes(background) * self.width) for _row in range(self.height)]
 
-    def pixel(self, x, y, color):
-        if 0 <= x < self.width and 0 <= y < self.height:
-            self.rows[y][3 * x:3 * x + 3] = bytes(color)
-
     def rect(self, x0, y0, x1, y1, color):
         """Filled rectangle with inclusive corners in any order."""
         xa, xb = sorted((int(round(x0)), int(round(x1))))

@@ -3,19 +3,28 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark report rendering (JSON document, Markdown, PNG chart): private to this collection.
 
-Pure functions of the verdict and the runs; the sglang_bench_report module only writes what they return.
+Pure functions of the verdict and the runs, and the body of the sglang_bench_report module (write_report),
+which judges the runs and writes what the renderers return.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BASELINE
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
+    BASELINE,
+    DEFAULT_MATCHED_REASONS,
+    DEFAULT_THROTTLE_REASONS,
+    BenchError,
+)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_png import (
     GLYPH_H,
     Canvas,
+    decode_png,
     text_width,
 )
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_verdict import verdict as judge
 
 REPORT_FORMAT = 1
 
@@ -212,3 +221,58 @@ def render_png(verdict, title="SGLang output tok/s per visit (median, min-max)")
         cv.rect(x, legend_y, x + 8, legend_y + GLYPH_H - 1, COLORS[key])
         x += 12 + cv.text(x + 12, legend_y, key, COLORS["text"]) + 10
     return cv.png()
+
+
+REPORT_ARGS = dict(
+    dest=dict(type="path", required=True),
+    runs=dict(type="list", elements="dict", required=True),
+    visits=dict(type="list", elements="dict", required=True),
+    drift_pct=dict(type="float", default=3.0),
+    min_speedup_pct=dict(type="float", default=3.0),
+    throttle_reasons=dict(type="list", elements="str", default=list(DEFAULT_THROTTLE_REASONS)),
+    matched_reasons=dict(type="list", elements="str", default=list(DEFAULT_MATCHED_REASONS)),
+    decision_concurrency=dict(type="int"),
+    require_clean_tree=dict(type="bool", default=True),
+    meta=dict(type="dict", default={}),
+)
+REPORT_FILES = (("json", "results.json"), ("markdown", "report.md"), ("png", "chart.png"))
+
+
+class ReportError(Exception):
+    """The runs cannot be judged; nothing was written."""
+
+
+def write_report(params, check_mode=False):
+    """Judges params' runs and writes the three files into dest (only those whose bytes differ; nothing in check
+    mode). Returns (changed, verdict, {kind: path})."""
+    try:
+        result = judge(params["runs"], params["visits"], drift_pct=params["drift_pct"],
+                       min_speedup_pct=params["min_speedup_pct"], throttle_reasons=params["throttle_reasons"],
+                       decision_concurrency=params["decision_concurrency"],
+                       require_clean_tree=params["require_clean_tree"], matched_reasons=params["matched_reasons"])
+    except (BenchError, KeyError, TypeError) as exc:
+        raise ReportError("cannot judge the runs: %s" % exc) from None
+    files = {kind: os.path.join(params["dest"], name) for kind, name in REPORT_FILES}
+    meta = dict(params["meta"], json="results.json", chart="chart.png")
+    payload = {
+        "json": render_json(build_document(result, params["runs"], params["visits"], meta)).encode("utf-8"),
+        "markdown": render_markdown(result, params["runs"], meta).encode("utf-8"),
+        "png": render_png(result),
+    }
+    decode_png(payload["png"])  # a chart that does not decode is a bug, not a report
+    if check_mode:
+        return False, result, files
+    os.makedirs(params["dest"], exist_ok=True)
+    changed = False
+    for kind, path in files.items():
+        old = None
+        if os.path.exists(path):
+            with open(path, "rb") as handle:
+                old = handle.read()
+        if old != payload[kind]:
+            tmp = path + ".tmp"
+            with open(tmp, "wb") as handle:
+                handle.write(payload[kind])
+            os.replace(tmp, path)
+            changed = True
+    return changed, result, files

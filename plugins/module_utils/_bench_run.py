@@ -13,17 +13,16 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, parse_bench_jsonl
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_client import (
-    CGROUP_ROOTS,
     CLIENT_MODULES,
     OFFLINE_ENV,
     check_server,
     client_argv,
     effective_server_limits,
-    parse_environ,
     pick_client_argv,
-    unit_pids,
-    worker_env,
 )
+
+# What the run records of the helper's worker-env answer (the helper adds ok, unit, control_group, error).
+WORKER_ENV_KEYS = ("pids", "worker_pids", "workers_titled", "pids_with_vars", "consistent", "env", "per_pid")
 
 
 def _now():
@@ -43,26 +42,19 @@ def http(method, url, timeout=30, data=None):
         return code, body
 
 
-def read_worker_env(module, unit, prefixes):
-    rc, out, err = module.run_command(["systemctl", "show", "--property=ControlGroup", "--value", unit])
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed: %s" % (unit, (err or out).strip()))
-    pids = unit_pids(out.strip())
-    if pids is None:
-        module.fail_json(msg="unit %s has no cgroup (%r under any of %s): is the server running?"
-                         % (unit, out.strip(), ", ".join(CGROUP_ROOTS)))
-    if not pids:
-        module.fail_json(msg="unit %s has no process" % unit)
-    procs = {}
-    for pid in pids:
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                title = f.read().split(b"\0", 1)[0].decode("utf-8", "replace")
-            with open("/proc/%d/environ" % pid, "rb") as f:
-                procs[pid] = (title, parse_environ(f.read(), prefixes))
-        except OSError:
-            procs[pid] = (None, None)  # exited between the listing and the read
-    return worker_env(procs)
+def read_worker_env(module, helper, unit, prefixes):
+    """The unit's NCCL workers' environment, read by the sglang_server helper (gpuserve-sglang worker-env)."""
+    argv = [helper, "worker-env", "--unit", unit] + ["--prefix=" + prefix for prefix in prefixes]
+    rc, out, err = module.run_command(argv)
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        module.fail_json(msg="%s worker-env gave rc %d and no JSON: %s" % (helper, rc, (err or out).strip()[-500:]))
+    if rc != 0 or not answer.get("ok"):
+        module.fail_json(msg=answer.get("error") or "%s worker-env failed (rc %d): %s" % (helper, rc, out.strip()))
+    return dict((key, answer[key]) for key in WORKER_ENV_KEYS if key in answer)
 
 
 def run_module(module):
@@ -109,7 +101,7 @@ def run_module(module):
         module.fail_json(msg="the server is not serving the arm asked for: " + "; ".join(problems), **result)
 
     if p["worker_unit"]:
-        result["worker_env"] = read_worker_env(module, p["worker_unit"], p["env_prefixes"])
+        result["worker_env"] = read_worker_env(module, p["helper"], p["worker_unit"], p["env_prefixes"])
     else:
         result["worker_env"] = {"pids": [], "pids_with_vars": [], "consistent": None, "env": {}}
 

@@ -13,6 +13,7 @@ import re
 GPU_FIELDS = ('index', 'uuid', 'memory.used', 'memory.total')
 APP_FIELDS = ('gpu_uuid', 'pid', 'used_memory')
 CSV = '--format=csv,noheader,nounits'
+CSV_WITH_UNITS = '--format=csv,noheader'
 MIB = 1024 * 1024
 
 UUID_RE = re.compile(r'^(GPU|MIG)-[0-9A-Fa-f-]+$')
@@ -45,14 +46,37 @@ class SmiError(Exception):
         self.msg, self.raw, self.rc, self.stderr, self.cmd = msg, raw, rc, stderr, cmd
 
 
+def query(nvidia_smi, kind, fields, units=False, ids=()):
+    """The argv of every nvidia-smi query this collection makes (docs/CONVENTIONS.md lists them):
+    `--query-KIND=FIELDS --format=csv,noheader[,nounits] [--id=I,J]`; run it through the runner, which adds
+    the timeout."""
+    argv = [nvidia_smi, '--query-%s=%s' % (kind, ','.join(fields)), CSV_WITH_UNITS if units else CSV]
+    if ids:
+        argv.append('--id=' + ','.join(str(i) for i in ids))
+    return argv
+
+
 def gpu_query(nvidia_smi):
     # Every GPU is read, and selection happens in Python, so a missing index is seen rather than answered
     # with nvidia-smi's rc 6 for the whole query.
-    return [nvidia_smi, '--query-gpu=' + ','.join(GPU_FIELDS), CSV]
+    return query(nvidia_smi, 'gpu', GPU_FIELDS)
 
 
 def apps_query(nvidia_smi):
-    return [nvidia_smi, '--query-compute-apps=' + ','.join(APP_FIELDS), CSV]
+    return query(nvidia_smi, 'compute-apps', APP_FIELDS)
+
+
+def driver_query(nvidia_smi, ids=()):
+    return query(nvidia_smi, 'gpu', ('driver_version',), units=True, ids=ids)
+
+
+def parse_driver_version(text):
+    """`--query-gpu=driver_version` output (one line per GPU) -> the one version every GPU reports."""
+    versions = sorted(set(line.strip() for line in text.splitlines() if line.strip()))
+    if len(versions) != 1 or not versions[0][:1].isdigit():
+        raise SmiError('nvidia-smi driver_version query gave %r: expected one version for every GPU' % text[:500],
+                       text)
+    return versions[0]
 
 
 def check_result(res, what):

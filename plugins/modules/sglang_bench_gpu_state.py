@@ -25,6 +25,11 @@ options:
     description: nvidia-smi executable.
     type: path
     default: nvidia-smi
+  nvidia_smi_timeout:
+    description: Seconds one C(nvidia-smi) call may take (coreutils C(timeout)); a hung driver fails the task.
+    type: float
+    default: 10.0
+    version_added: "0.2.0"
   gpus:
     description: GPU indexes to query (C(--id)); empty for all.
     type: list
@@ -70,40 +75,13 @@ time:
   type: str
 """
 
-import datetime
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import CLOCKS_QUERY_ARGV, BenchError, parse_gpu_clocks
-
-
-def gpu_state(module):
-    p = module.params
-    select = ["--id=" + ",".join(str(i) for i in p["gpus"])] if p["gpus"] else []
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    rc, out, err = module.run_command([p["nvidia_smi"]] + list(CLOCKS_QUERY_ARGV) + select)
-    if rc != 0:
-        module.fail_json(msg="nvidia-smi clocks query exited %d: %s" % (rc, (out + err).strip()[:500]))
-    try:
-        gpus = parse_gpu_clocks(out)
-    except BenchError as exc:
-        module.fail_json(msg=str(exc))
-    if p["expected_count"] and len(gpus) < p["expected_count"]:
-        module.fail_json(msg="nvidia-smi answered for %d GPUs, expected %d: %r" % (len(gpus), p["expected_count"], out))
-    rc, dout, derr = module.run_command([p["nvidia_smi"], "--query-gpu=driver_version", "--format=csv,noheader"] + select)
-    versions = sorted({ln.strip() for ln in dout.splitlines() if ln.strip()})
-    if rc != 0 or len(versions) != 1 or not versions[0][:1].isdigit():
-        module.fail_json(msg="nvidia-smi driver_version query gave rc %d: %r" % (rc, (dout + derr)[:500]))
-    module.exit_json(changed=False, gpus=gpus, driver_version=versions[0], time=now)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_gpu_state import GPU_STATE_ARGS, run_module
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        nvidia_smi=dict(type="path", default="nvidia-smi"),
-        gpus=dict(type="list", elements="int", default=[]),
-        expected_count=dict(type="int", default=0),
-    ), supports_check_mode=True)
-    gpu_state(module)
+    run_module(AnsibleModule(argument_spec=GPU_STATE_ARGS, supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -107,72 +107,18 @@ files:
   type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_verdict import verdict
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_png import decode_png
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_report import (
-    build_document,
-    render_json,
-    render_markdown,
-    render_png,
-)
-
-
-def write_report(module):
-    p = module.params
-    try:
-        result = verdict(p["runs"], p["visits"], drift_pct=p["drift_pct"], min_speedup_pct=p["min_speedup_pct"],
-                         throttle_reasons=p["throttle_reasons"], decision_concurrency=p["decision_concurrency"],
-                         require_clean_tree=p["require_clean_tree"], matched_reasons=p["matched_reasons"])
-    except (BenchError, KeyError, TypeError) as exc:
-        module.fail_json(msg="cannot judge the runs: %s" % exc)
-    names = (("json", "results.json"), ("markdown", "report.md"), ("png", "chart.png"))
-    files = {k: os.path.join(p["dest"], n) for k, n in names}
-    meta = dict(p["meta"], json="results.json", chart="chart.png")
-    payload = {
-        "json": render_json(build_document(result, p["runs"], p["visits"], meta)).encode("utf-8"),
-        "markdown": render_markdown(result, p["runs"], meta).encode("utf-8"),
-        "png": render_png(result),
-    }
-    decode_png(payload["png"])  # a chart that does not decode is a bug, not a report
-    if module.check_mode:
-        module.exit_json(changed=False, verdict=result, files=files)
-    os.makedirs(p["dest"], exist_ok=True)
-    changed = False
-    for key, path in files.items():
-        old = None
-        if os.path.exists(path):
-            with open(path, "rb") as f:
-                old = f.read()
-        if old != payload[key]:
-            tmp = path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(payload[key])
-            os.replace(tmp, path)
-            changed = True
-    module.exit_json(changed=changed, verdict=result, files=files)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_report import REPORT_ARGS, ReportError, write_report
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(
-        dest=dict(type="path", required=True),
-        runs=dict(type="list", elements="dict", required=True),
-        visits=dict(type="list", elements="dict", required=True),
-        drift_pct=dict(type="float", default=3.0),
-        min_speedup_pct=dict(type="float", default=3.0),
-        throttle_reasons=dict(type="list", elements="str",
-                              default=["hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                                       "hw_power_brake_slowdown"]),
-        matched_reasons=dict(type="list", elements="str", default=["sw_power_cap"]),
-        decision_concurrency=dict(type="int"),
-        require_clean_tree=dict(type="bool", default=True),
-        meta=dict(type="dict", default={}),
-    ), supports_check_mode=True)
-    write_report(module)
+    module = AnsibleModule(argument_spec=REPORT_ARGS, supports_check_mode=True)
+    try:
+        changed, verdict, files = write_report(module.params, module.check_mode)
+    except ReportError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=changed, verdict=verdict, files=files)
 
 
 if __name__ == "__main__":

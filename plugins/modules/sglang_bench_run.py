@@ -103,6 +103,13 @@ options:
     description: systemd unit whose cgroup processes' environment is recorded; empty to skip.
     type: str
     default: sglang.service
+  helper:
+    description:
+      - The sglang_server role's in-container helper; C(helper worker-env) reads O(worker_unit)'s environment (the
+        same reader the role's NCCL proof uses).
+    type: path
+    default: /usr/local/sbin/gpuserve-sglang
+    version_added: "0.2.0"
   env_prefixes:
     description: Environment variable name prefixes recorded from the workers.
     type: list
@@ -180,7 +187,7 @@ server:
 worker_env:
   description:
     - Environment variables (O(env_prefixes)) of the unit's NCCL workers, the C(sglang::scheduler*) processes (every
-      process of the unit when none carries that title), read from C(/proc/PID/environ).
+      process of the unit when none carries that title), read from C(/proc/PID/environ) by O(helper).
     - RV(worker_env.consistent) is true when all workers carry the same set; RV(worker_env.env) is that set,
       RV(worker_env.per_pid) lists each worker's set otherwise. The launcher is not compared, since SGLang sets
       variables such as C(NCCL_CUMEM_ENABLE) for its children only.
@@ -236,6 +243,7 @@ def main():
         output_file=dict(type="path", required=True),
         expect=dict(type="dict", default={}),
         worker_unit=dict(type="str", default="sglang.service"),
+        helper=dict(type="path", default="/usr/local/sbin/gpuserve-sglang"),
         env_prefixes=dict(type="list", elements="str",
                           default=["NCCL_", "TORCH_NCCL", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES"]),
         extra_args=dict(type="list", elements="str", default=[]),

@@ -1,12 +1,13 @@
 """The nvidia_userspace role's reads, one call per machine (sent on stdin: python3 - MODE ...). Stdlib only.
 
-  host -- QUERY...
+  host
       On the PVE host: /proc/driver/nvidia/version (the loaded kernel module); only when that is missing, the
-      result of the nvidia-smi QUERY argv.
-  container --lib-dir DIR --pattern GLOB -- QUERY...
+      result of `nvidia-smi --query-gpu=driver_version,count --format=csv,noheader`.
+  container --lib-dir DIR --pattern GLOB
       In the container: the regular files DIR/GLOB (the .run userspace's libnvidia-ml.so.<version>), the result
-      of the nvidia-smi QUERY argv and of `nvidia-smi -L`.
-Prints one JSON object; a command result is {rc, stdout, stderr}; a command that cannot run has rc 127.
+      of that query and of `nvidia-smi -L`.
+Prints one JSON object; a command result is {rc, stdout, stderr}; a command that cannot run or does not answer
+within SMI_TIMEOUT seconds has rc 127. The script builds every nvidia-smi argv it runs (_smi).
 """
 import argparse
 import fnmatch
@@ -16,9 +17,17 @@ import subprocess
 import sys
 
 
+SMI_TIMEOUT = 120
+VERSION_QUERY = ("--query-gpu=driver_version,count", "--format=csv,noheader")
+
+
+def _smi(*args):
+    return _run(["nvidia-smi", *args])
+
+
 def _run(argv):
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=SMI_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"rc": 127, "stdout": "", "stderr": str(exc)}
     return {"rc": proc.returncode, "stdout": proc.stdout.rstrip("\n"), "stderr": proc.stderr.rstrip("\n")}
@@ -29,14 +38,13 @@ def main():
     parser.add_argument("mode", choices=["host", "container"])
     parser.add_argument("--lib-dir")
     parser.add_argument("--pattern")
-    parser.add_argument("query", nargs="+")
     opts = parser.parse_args()
     if opts.mode == "host":
         try:
             with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
                 result = {"proc": handle.read(), "smi": None}
         except OSError:
-            result = {"proc": None, "smi": _run(opts.query)}
+            result = {"proc": None, "smi": _smi(*VERSION_QUERY)}
     else:
         try:
             names = sorted(os.listdir(opts.lib_dir))
@@ -45,8 +53,8 @@ def main():
         libs = [os.path.join(opts.lib_dir, name) for name in names if fnmatch.fnmatch(name, opts.pattern)]
         result = {
             "libs": [path for path in libs if os.path.isfile(path) and not os.path.islink(path)],
-            "smi": _run(opts.query),
-            "list": _run(["nvidia-smi", "-L"]),
+            "smi": _smi(*VERSION_QUERY),
+            "list": _smi("-L"),
         }
     print(json.dumps(result))
     return 0

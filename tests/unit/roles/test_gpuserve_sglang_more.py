@@ -26,6 +26,11 @@ NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.
 GROUP = "/system.slice/sglang.service"
 
 
+def raising(exc):
+    """A call that raises exc (for lambdas standing in for a failing function)."""
+    raise exc
+
+
 @pytest.fixture(scope="module")
 def helper():
     mod = importlib.import_module(NAME)
@@ -61,7 +66,7 @@ def completed(stdout="", stderr="", returncode=0):
 
 # ---------------------------------------------------------------------------------------------------- main / usage
 
-USAGE = "usage: gpuserve-sglang {exec,validate-args,env-proof,wait-ready,state} ...\n"
+USAGE = "usage: gpuserve-sglang {exec,validate-args,env-proof,worker-env,source,wait-ready,state} ...\n"
 
 
 @pytest.mark.parametrize("argv", [[], ["start"], ["EXEC"]])
@@ -536,6 +541,118 @@ def test_env_proof_without_control_group(helper, monkeypatch, capsys):
     assert out["control_group"] == "" and out["error"] == "sglang.service has no control group (is it running?)"
 
 
+# ------------------------------------------------------------------------------------------------------- worker-env
+# The benchmark records what this reads (sglang_bench_run calls it): the story it guards is NCCL variables that
+# reached the launcher but not the spawned workers.
+
+def worker_env(helper, monkeypatch, capsys, *args):
+    return run_json(helper, monkeypatch, capsys, "worker-env", "--unit", "sglang.service", *args)[:2]
+
+
+# CUDA_HOME and OTHER share first letters with the prefixes: only whole prefixes select
+TUNED = b"PATH=/usr/bin\0NCCL_PROTO=LL\0NCCL_ALGO=Ring\0TORCH_NCCL_X=1\0CUDA_HOME=/c\0OTHER=1\0junk\0"
+
+
+def test_worker_env_reads_the_scheduler_workers_not_the_launcher(helper, unit, monkeypatch, capsys):
+    # SGLang's launcher sets NCCL_CUMEM_ENABLE etc. for its children: its own environ (the start environment)
+    # differs from the workers' by design and is not what NCCL runs with
+    child = TUNED + b"NCCL_CUMEM_ENABLE=0\0"
+    unit({100: (TUNED, b"/opt/sglang/venv/bin/python\0-m\0sglang.launch_server\0"),
+          101: (child, b"sglang::scheduler_TP0\0"), 102: (child, b"sglang::scheduler_TP1\0"),
+          103: (child, b"sglang::detokenizer\0"), 104: ProcessLookupError(104, "No such process")})
+    rc, out = worker_env(helper, monkeypatch, capsys, "--prefix", "NCCL_", "--prefix=TORCH_NCCL")
+    assert rc == 0
+    assert out == {"ok": True, "unit": "sglang.service", "control_group": GROUP, "error": None,
+                   "pids": [100, 101, 102, 103, 104], "worker_pids": [101, 102], "workers_titled": True,
+                   "pids_with_vars": [100, 101, 102, 103], "consistent": True,
+                   "env": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "TORCH_NCCL_X": "1", "NCCL_CUMEM_ENABLE": "0"}}
+
+
+def test_worker_env_names_the_worker_that_differs(helper, unit, monkeypatch, capsys):
+    unit({101: (TUNED, b"sglang::scheduler_TP0\0"), 102: (b"NCCL_CUMEM_ENABLE=0\0PATH=/bin\0", b"sglang::scheduler_TP1\0"),
+          103: (b"PATH=/bin\0", b"sglang::scheduler_TP2\0")})
+    rc, out = worker_env(helper, monkeypatch, capsys, "--prefix", "NCCL_")
+    assert rc == 0 and out["ok"] is True and out["consistent"] is False and out["env"] == {}
+    assert out["per_pid"] == {"101": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, "102": {"NCCL_CUMEM_ENABLE": "0"},
+                              "103": {}}
+    assert out["pids_with_vars"] == [101, 102] and out["worker_pids"] == [101, 102, 103]
+
+
+def test_worker_env_without_titled_workers_compares_every_process(helper, unit, monkeypatch, capsys):
+    unit({10: (TUNED, b"python\0"), 11: (TUNED, b"python\0"), 12: FileNotFoundError(2, "gone")})
+    rc, out = worker_env(helper, monkeypatch, capsys, "--prefix", "NCCL_")
+    assert rc == 0 and out["workers_titled"] is False and out["consistent"] is True
+    assert out["pids"] == [10, 11, 12] and out["worker_pids"] == [10, 11] and "per_pid" not in out
+    assert out["env"] == {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}
+    # no prefix: nothing is recorded, and nobody carries a variable
+    rc, out = worker_env(helper, monkeypatch, capsys)
+    assert rc == 0 and out["env"] == {} and out["pids_with_vars"] == [] and out["consistent"] is True
+
+
+def test_worker_env_with_every_process_gone_vouches_for_nothing(helper, unit, monkeypatch, capsys):
+    unit({7: ProcessLookupError(7, "No such process")})
+    rc, out = worker_env(helper, monkeypatch, capsys, "--prefix", "NCCL_")
+    assert rc == 0 and out["consistent"] is False and out["worker_pids"] == [] and out["per_pid"] == {}
+
+
+def test_worker_env_fails_without_a_process(helper, unit, monkeypatch, capsys):
+    unit({})
+    rc, out = worker_env(helper, monkeypatch, capsys)
+    assert (rc, out) == (1, {"ok": False, "unit": "sglang.service", "control_group": GROUP,
+                             "error": "unit sglang.service has no process"})
+
+
+def test_worker_env_fails_without_a_control_group(helper, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(helper, "_control_group", lambda name: "/system.slice/sglang.service")
+    monkeypatch.setattr(helper, "_cgroup_dir", lambda group: asked.append(group))
+    rc, out = worker_env(helper, monkeypatch, capsys)
+    assert rc == 1 and asked == ["/system.slice/sglang.service"] and out["control_group"] == GROUP
+    assert out["error"] == ("unit sglang.service has no cgroup ('/system.slice/sglang.service' under any of "
+                            "/sys/fs/cgroup, /sys/fs/cgroup/unified, /sys/fs/cgroup/systemd): is the server running?")
+    monkeypatch.setattr(helper, "_control_group", lambda name: "")
+    rc, out = worker_env(helper, monkeypatch, capsys)
+    assert rc == 1 and asked == ["/system.slice/sglang.service"] and out["error"].startswith(
+        "unit sglang.service has no cgroup ('' under")
+
+
+def test_worker_env_reports_a_systemctl_failure(helper, monkeypatch, capsys):
+    def fail(argv, **kwargs):
+        raise subprocess.CalledProcessError(1, argv, output="", stderr="Failed to connect to bus\n")
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fail, CalledProcessError=subprocess.CalledProcessError))
+    rc, out = worker_env(helper, monkeypatch, capsys)
+    assert (rc, out) == (1, {"ok": False, "unit": "sglang.service", "control_group": None,
+                             "error": "systemctl show sglang.service failed: Failed to connect to bus"})
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(
+        run=lambda argv, **kw: raising(subprocess.CalledProcessError(4, argv, output=" no unit \n")),
+        CalledProcessError=subprocess.CalledProcessError))
+    assert worker_env(helper, monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: no unit"
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(
+        run=lambda argv, **kw: raising(subprocess.CalledProcessError(1, argv, output="", stderr="")),
+        CalledProcessError=subprocess.CalledProcessError))
+    assert worker_env(helper, monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: "
+
+
+def test_pids_skips_a_sub_group_removed_during_the_walk(helper, tmp_path, monkeypatch):
+    (tmp_path / "cgroup.procs").write_text("5\n")
+    for name, pid in (("a", 6), ("b", 7), ("c", 8)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cgroup.procs").write_text("%d\n" % pid)
+    real_open, gone = open, []
+
+    def fake_open(path, *args, **kwargs):
+        # the first sub-group walked is removed before it is read; the walk goes on to the others
+        if os.path.dirname(str(path)) != str(tmp_path) and not gone:
+            gone.append(os.path.basename(os.path.dirname(str(path))))
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    left = {"a": 6, "b": 7, "c": 8}
+    pids = helper._pids(str(tmp_path))
+    assert len(gone) == 1 and pids == sorted([5] + [pid for name, pid in left.items() if name != gone[0]])
+
+
 # ------------------------------------------------------------------------------------------------------- wait-ready
 
 class Clock:
@@ -747,7 +864,7 @@ def test_state_collects_git_files_manifest_unit_and_python(helper, monkeypatch, 
     assert out == {
         "git": {"rc": 0, "error": "0123456789" * 50, "commit": "0123456789abcdef0123456789abcdef01234567",
                 "changes": ["1 .M N... 100644 100644 100644 aaaa bbbb python/sglang/srt/server_args.py",
-                            "? python/sglang/new.py"]},
+                            "? python/sglang/new.py"], "dirty": True},
         "files": {str(big): {"exists": True, "sha1": hashlib.sha1(big.read_bytes()).hexdigest()},
                   str(small): {"exists": True, "sha1": hashlib.sha1(b'{"argv": []}').hexdigest()},
                   str(tmp_path / "gone"): {"exists": False, "sha1": ""}},
@@ -770,7 +887,7 @@ def test_state_without_a_repository_manifest_or_python(helper, monkeypatch, caps
                              "--manifest", str(tmp_path / "none.json"))
     assert rc == 0
     assert out == {"git": {"rc": 128, "error": "fatal: not a git repository (or any of the parent directories): .git",
-                           "commit": None, "changes": []},
+                           "commit": None, "changes": [], "dirty": None},
                    "files": {}, "manifest": None, "unit": {}, "python_exists": None}
 
 
@@ -784,7 +901,7 @@ def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(helpe
     python.chmod(0o644)
     rc, out, _err = run_json(helper, monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
                              "--manifest", str(manifest), "--python", str(python))
-    assert rc == 0 and out["git"] == {"rc": 0, "error": "", "commit": "(initial)", "changes": []}
+    assert rc == 0 and out["git"] == {"rc": 0, "error": "", "commit": "(initial)", "changes": [], "dirty": False}
     assert out["manifest"] == {"_error": "unreadable manifest: Expecting property name enclosed in double quotes: "
                                          "line 1 column 2 (char 1)"}
     assert out["python_exists"] is False and out["unit"] == UNIT
@@ -806,7 +923,33 @@ def test_state_reads_a_real_git_tree(helper, monkeypatch, capsys, tmp_path):
     assert rc == 0 and out["git"]["commit"] == head and out["git"]["rc"] == 0 and out["git"]["error"] == ""
     changes = out["git"]["changes"]
     assert len(changes) == 2 and changes[0].startswith("1 .M ") and changes[0].endswith(" a.py")
-    assert changes[1] == "? new.py"
+    assert changes[1] == "? new.py" and out["git"]["dirty"] is True
+    # the benchmark's reader is the same function: `source` prints what `state` carries under "git"
+    rc, source, _err = run_json(helper, monkeypatch, capsys, "source", "--src", str(tmp_path))
+    assert rc == 0 and source == out["git"]
+    (tmp_path / "new.py").unlink()
+    subprocess.run(git + ["checkout", "-q", "a.py"], check=True)
+    rc, source, _err = run_json(helper, monkeypatch, capsys, "source", "--src", str(tmp_path))
+    assert (rc, source["commit"], source["changes"], source["dirty"]) == (0, head, [], False)
+
+
+def test_source_reports_a_git_failure_and_exits_1(helper, monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
+        "git": completed("", "fatal: not a git repository\n", 128)})))
+    rc, out, _err = run_json(helper, monkeypatch, capsys, "source", "--src", "/opt/sglang/src")
+    assert rc == 1
+    assert out == {"rc": 128, "error": "fatal: not a git repository", "commit": None, "changes": [], "dirty": None}
+    assert calls == [(["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2",
+                       "--branch"], {"capture_output": True, "text": True, "check": False})]
+
+
+def test_source_counts_only_non_header_lines_as_changes(helper, monkeypatch, capsys):
+    # a header line with a space in its value and an untracked file named like a header are told apart
+    porcelain = "# branch.oid abc def\n# branch.head main\n? # odd name\n"
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run([], {"git": completed(porcelain)})))
+    rc, out, _err = run_json(helper, monkeypatch, capsys, "source", "--src", "/s")
+    assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ["? # odd name"] and out["dirty"] is True
 
 
 # ------------------------------------------------------------------------------------------------- required options
@@ -815,6 +958,8 @@ def test_state_reads_a_real_git_tree(helper, monkeypatch, capsys, tmp_path):
     (["env-proof"], "usage: gpuserve-sglang env-proof [-h] --unit UNIT", "--unit"),
     (["state", "--src", "/opt/sglang/src"], "usage: gpuserve-sglang state [-h] --unit UNIT --src SRC", "--unit"),
     (["state", "--unit", "sglang.service"], "usage: gpuserve-sglang state [-h] --unit UNIT --src SRC", "--src"),
+    (["worker-env"], "usage: gpuserve-sglang worker-env [-h] --unit UNIT", "--unit"),
+    (["source"], "usage: gpuserve-sglang source [-h] --src SRC", "--src"),
 ])
 def test_subcommands_refuse_a_missing_required_option(helper, monkeypatch, capsys, argv, usage, missing):
     monkeypatch.setattr(sys, "argv", ["gpuserve-sglang"] + argv)

@@ -1,8 +1,8 @@
-"""bench_serving argv, /server_info checks and worker environ parsing (plugins/module_utils/_bench_client.py)."""
+"""bench_serving argv and /server_info checks (plugins/module_utils/_bench_client.py); the workers' environment
+is read by the sglang_server helper (tests/unit/roles/test_gpuserve_sglang_more.py, worker-env)."""
 import os
 import subprocess
 import sys
-import types
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_client as c
 
@@ -32,89 +32,6 @@ def test_server_check_catches_the_speculative_cap_and_wrong_arm():
     ok = {"max_running_requests": 48, "speculative_algorithm": None,
           "internal_states": [{"effective_max_running_requests_per_dp": 48}]}
     assert c.check_server(ok, {"max_running_requests": 48, "speculative_algorithm": None}) == []
-
-
-def test_environ_and_worker_consistency():
-    data = b"PATH=/usr/bin\0NCCL_PROTO=LL\0NCCL_ALGO=Ring\0NCCL_NVLS_ENABLE=0\0junk\0"
-    env = c.parse_environ(data, ["NCCL_"])
-    assert env == {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "0"}
-    # untitled processes (not SGLang's workers): all of them must agree; one that exited (None) is left out
-    same = c.worker_env({10: ("python", env), 11: ("python", dict(env)), 12: (None, None)})
-    assert same["consistent"] is True and same["env"] == env and same["pids"] == [10, 11, 12]
-    assert same["worker_pids"] == [10, 11] and same["workers_titled"] is False
-    # the story: the variables never reached the spawned workers
-    diff = c.worker_env({10: ("python", env), 11: ("python", {})})
-    assert diff["consistent"] is False and diff["env"] == {} and diff["per_pid"]["11"] == {}
-
-
-def test_worker_env_is_read_from_the_scheduler_workers_not_the_launcher():
-    # SGLang's launcher sets NCCL_CUMEM_ENABLE etc. in os.environ for its children: its own /proc/PID/environ
-    # (the start environment) differs from the workers' by design, and is not what NCCL runs with
-    tuned = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}
-    child = dict(tuned, NCCL_CUMEM_ENABLE="0")
-    procs = {100: ("/opt/sglang/venv/bin/python", tuned), 101: ("sglang::scheduler_TP0", child),
-             102: ("sglang::scheduler_TP1", dict(child)), 103: ("sglang::detokenizer", child)}
-    ok = c.worker_env(procs)
-    assert ok["consistent"] is True and ok["env"] == child
-    assert ok["worker_pids"] == [101, 102] and ok["workers_titled"] is True and ok["pids"] == [100, 101, 102, 103]
-    # one worker without the tuning: inconsistent, and which one is named
-    procs[102] = ("sglang::scheduler_TP1", {"NCCL_CUMEM_ENABLE": "0"})
-    bad = c.worker_env(procs)
-    assert bad["consistent"] is False and bad["per_pid"]["102"] == {"NCCL_CUMEM_ENABLE": "0"}
-    # no process readable at all: nothing to vouch for
-    assert c.worker_env({7: (None, None)})["consistent"] is False
-
-
-def _cgroup(root, group, pids):
-    d = root / group.lstrip("/")
-    d.mkdir(parents=True)
-    (d / "cgroup.procs").write_text("".join("%d\n" % p for p in pids))
-    return d
-
-
-def test_unit_pids_finds_the_unit_in_a_hybrid_layout_and_walks_sub_cgroups(tmp_path):
-    # an LXC container on a v1 host (the lab): nothing at the v2 root, the unit under unified/ and name=systemd
-    v2, unified, v1 = tmp_path / "cgroup", tmp_path / "cgroup/unified", tmp_path / "cgroup/systemd"
-    v2.mkdir()
-    top = _cgroup(unified, "/system.slice/sglang.service", [947, 950])
-    _cgroup(top, "/workers", [951, 950])
-    _cgroup(v1, "/system.slice/sglang.service", [1])  # never read: unified/ comes first
-    roots = (str(v2), str(unified), str(v1))
-    assert c.unit_pids("/system.slice/sglang.service", roots) == [947, 950, 951]
-    assert c.unit_pids("/system.slice/other.service", roots) is None  # unit stopped: no cgroup anywhere
-    assert c.unit_pids("", roots) is None and c.unit_pids("n/a", roots) is None
-
-
-def test_unit_pids_prefers_the_unified_hierarchy(tmp_path):
-    _cgroup(tmp_path, "/system.slice/sglang.service", [])
-    assert c.unit_pids("/system.slice/sglang.service", (str(tmp_path),)) == []  # exists, empty: not None
-    # the unit in all three hierarchies: the first root that has it wins, whatever the others hold
-    for name, pids in (("v2", [947]), ("unified", [950]), ("v1", [1])):
-        _cgroup(tmp_path / name, "/system.slice/sglang.service", pids)
-    roots = tuple(str(tmp_path / name) for name in ("v2", "unified", "v1"))
-    assert c.unit_pids("/system.slice/sglang.service", roots) == [947]
-    assert c.unit_pids("/system.slice/sglang.service", roots[1:]) == [950]
-
-
-def test_unit_pids_looks_in_the_v2_then_the_hybrid_then_the_v1_hierarchy_by_default(monkeypatch):
-    # what the module calls (unit_pids with its default roots) on a host: record which cgroup.procs it probes
-    probed = []
-
-    def isfile(path):
-        probed.append(path)
-        # a hybrid host, as in an LXC container on a v1 host: the running unit is under unified/
-        return path == "/sys/fs/cgroup/unified/system.slice/sglang.service/cgroup.procs"
-
-    monkeypatch.setattr(c, "os", types.SimpleNamespace(path=types.SimpleNamespace(isfile=isfile, join=os.path.join),
-                                                       walk=lambda top: iter([])))
-    assert c.unit_pids("/system.slice/sglang.service") == []  # found under unified/, so not None
-    assert probed == ["/sys/fs/cgroup/system.slice/sglang.service/cgroup.procs",
-                      "/sys/fs/cgroup/unified/system.slice/sglang.service/cgroup.procs"]
-    del probed[:]
-    assert c.unit_pids("/system.slice/gone.service") is None
-    assert probed == ["/sys/fs/cgroup/system.slice/gone.service/cgroup.procs",
-                      "/sys/fs/cgroup/unified/system.slice/gone.service/cgroup.procs",
-                      "/sys/fs/cgroup/systemd/system.slice/gone.service/cgroup.procs"]
 
 
 def pick(site, import_client=False, modules=c.CLIENT_MODULES):

@@ -258,3 +258,40 @@ def test_nvml_call_error_on_a_callable_without_name():
         reader._call(Callable(), 1, k=2)
     assert exc.value.msg == "NVML <callable> failed: boom (1,) {'k': 2}: unexpected output: \"boom (1,) {'k': 2}\""
     assert reader._call(lambda a, b=0: a + b, 1, b=2) == 3
+
+
+# ------------------------------------------------------------------------------------------- the one argv builder
+
+def test_query_builds_every_query_the_collection_makes():
+    # the argv docs/CONVENTIONS.md lists, which the lab stand-in answers byte-compatibly
+    assert smi.query('/usr/bin/nvidia-smi', 'gpu', ('index', 'pstate')) == [
+        '/usr/bin/nvidia-smi', '--query-gpu=index,pstate', '--format=csv,noheader,nounits']
+    assert smi.query('nvidia-smi', 'compute-apps', ('pid',), units=True, ids=(0, 3)) == [
+        'nvidia-smi', '--query-compute-apps=pid', '--format=csv,noheader', '--id=0,3']
+    assert smi.query('nvidia-smi', 'gpu', ('index',), ids=[7]) == [
+        'nvidia-smi', '--query-gpu=index', '--format=csv,noheader,nounits', '--id=7']
+    assert smi.driver_query('nvidia-smi') == ['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader']
+    assert smi.driver_query('smi', [1, 2]) == ['smi', '--query-gpu=driver_version', '--format=csv,noheader', '--id=1,2']
+
+
+@pytest.mark.parametrize('text, version', [
+    ('580.159.04\n', '580.159.04'),
+    ('580.159.04\n580.159.04\n\n  580.159.04  \n', '580.159.04'),
+    ('9.1\n', '9.1'),  # a version starts with a digit, however many the major has
+])
+def test_parse_driver_version_reads_the_one_version(text, version):
+    assert smi.parse_driver_version(text) == version
+
+
+@pytest.mark.parametrize('text', [
+    '', '\n \n', '580.159.04\n575.57.08\n', '[N/A]\n', 'No devices were found\n',
+])
+def test_parse_driver_version_refuses_anything_but_one_version(text):
+    with pytest.raises(smi.SmiError) as exc:
+        smi.parse_driver_version(text)
+    assert exc.value.msg == ('nvidia-smi driver_version query gave %r: expected one version for every GPU' % text)
+    assert exc.value.raw == text
+    long_text = '1.0\n2.0\n' + 'x' * 600
+    with pytest.raises(smi.SmiError) as exc:
+        smi.parse_driver_version(long_text)
+    assert exc.value.msg.endswith('%r: expected one version for every GPU' % long_text[:500])

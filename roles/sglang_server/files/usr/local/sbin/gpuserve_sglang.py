@@ -14,12 +14,20 @@
       /proc/PID/environ: the exec-time environment; SGLang's workers are exec'd by multiprocessing 'spawn', so
       theirs is what NCCL reads at init. Expected = the env file's variables plus J; a file that disagrees with
       J is reported. Counts sglang::scheduler* workers. Exit 0 proven, 1 not.
+  gpuserve-sglang worker-env --unit U [--prefix P...]
+      What the benchmark records as the NCCL environment of a run: every process of the unit's control group
+      with its variables whose names start with a P; the sglang::scheduler* workers' (every process's when none
+      is titled so) as one env when they agree, else per worker. Exit 0 read, 1 no control group or no process.
+  gpuserve-sglang source --src DIR
+      The SGLang tree's commit and local changes (git status, untracked files included): the one reader of
+      "which commit runs, is it dirty" for the restart decision, the manifest and the benchmark. Exit 0, 1 when
+      git fails.
   gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U]
       Wait at most S seconds for /health_generate 200; stop early when the unit is not running. Called once a
       minute by a retry loop, so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet,
       4 the unit is not running.
   gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH]
-      Everything the restart decision reads, in one call: git HEAD and local changes, sha1 of each file
+      Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
 Each prints one JSON object on stdout.
 """
@@ -139,6 +147,14 @@ def cmd_validate_args():
     return rc
 
 
+# SGLang names its tensor-parallel workers with setproctitle ("sglang::scheduler_TP0", ...): they are the processes
+# that run NCCL. The launcher's own environ is its START environment: SGLang then sets NCCL_CUMEM_ENABLE,
+# CUDA_DEVICE_MAX_CONNECTIONS, ... in os.environ for its children, so the launcher legitimately differs from them.
+WORKER_TITLE = "sglang::scheduler"
+# cgroup v2, then systemd's hybrid layout (v2 under unified/, as in an LXC container on a v1 host), then v1
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
+
+
 def _control_group(unit):
     out = subprocess.run(
         ["systemctl", "show", "--property=ControlGroup", "--value", unit],
@@ -148,7 +164,7 @@ def _control_group(unit):
 
 
 def _cgroup_dir(group):
-    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"):
+    for root in CGROUP_ROOTS:
         path = root + group
         if os.path.isfile(os.path.join(path, "cgroup.procs")):
             return path
@@ -159,14 +175,32 @@ def _pids(path):
     pids = []
     for dirpath, _dirs, files in os.walk(path):
         if "cgroup.procs" in files:
-            with open(os.path.join(dirpath, "cgroup.procs"), encoding="ascii") as handle:
-                pids.extend(int(line) for line in handle if line.strip())
+            try:
+                with open(os.path.join(dirpath, "cgroup.procs"), encoding="ascii") as handle:
+                    pids.extend(int(line) for line in handle if line.strip())
+            except FileNotFoundError:
+                continue  # a sub-group removed during the walk (a worker that exited)
     return sorted(set(pids))
 
 
 def _read(pid, name):
     with open(f"/proc/{pid}/{name}", "rb") as handle:
         return handle.read()
+
+
+def _processes(path):
+    """(pid, command line, environ) of every process in the control group at path and its sub-groups; command
+    line and environ are None for a process that exited between the listing and the read."""
+    for pid in _pids(path):
+        try:
+            environ = dict(
+                item.split(b"=", 1) for item in _read(pid, "environ").split(b"\0") if b"=" in item
+            )
+            cmdline = _read(pid, "cmdline").replace(b"\0", b" ").strip().decode("utf-8", "replace")
+        except (FileNotFoundError, ProcessLookupError):
+            yield pid, None, None
+            continue
+        yield pid, cmdline, {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in environ.items()}
 
 
 def _env_file(path):
@@ -222,22 +256,16 @@ def cmd_env_proof():
         print(json.dumps(result))
         return 1
 
-    for pid in _pids(path):
-        try:
-            environ = dict(
-                item.split(b"=", 1) for item in _read(pid, "environ").split(b"\0") if b"=" in item
-            )
-            cmdline = _read(pid, "cmdline").replace(b"\0", b" ").strip().decode("utf-8", "replace")
-        except (FileNotFoundError, ProcessLookupError):
+    for pid, cmdline, environ in _processes(path):
+        if environ is None:
             continue  # exited between listing and reading
-        environ = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in environ.items()}
         mismatched = {
             key: {"want": want, "got": environ.get(key)}
             for key, want in expected.items() if environ.get(key) != want
         }
         result["processes"].append({"pid": pid, "cmd": cmdline[:200], "ok": not mismatched,
                                     "mismatched": mismatched})
-        if cmdline.startswith("sglang::scheduler"):
+        if cmdline.startswith(WORKER_TITLE):
             result["schedulers"] += 1
 
     procs = result["processes"]
@@ -254,6 +282,56 @@ def cmd_env_proof():
     result["ok"] = result["error"] is None
     print(json.dumps(result))
     return 0 if result["ok"] else 1
+
+
+def _worker_env(procs):
+    """{pid: (command line, env or None)} of every process in the unit -> summary over the NCCL workers (the
+    sglang::scheduler processes; every process when none is titled so): one env when they all agree, else the
+    per-worker differences. env None = the process exited before it was read."""
+    titled = [pid for pid, (title, _env) in procs.items() if (title or "").startswith(WORKER_TITLE)]
+    workers = sorted(titled) if titled else sorted(procs)
+    envs = {pid: procs[pid][1] for pid in workers if procs[pid][1] is not None}
+    distinct = {tuple(sorted(e.items())) for e in envs.values()}
+    summary = {"pids": sorted(procs), "worker_pids": sorted(envs), "workers_titled": bool(titled),
+               "pids_with_vars": sorted(pid for pid, (_t, env) in procs.items() if env),
+               "consistent": len(distinct) == 1}
+    if len(distinct) == 1:
+        summary["env"] = dict(next(iter(distinct)))
+    else:
+        summary["env"] = {}
+        summary["per_pid"] = {str(pid): env for pid, env in sorted(envs.items())}
+    return summary
+
+
+def cmd_worker_env():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang worker-env")
+    parser.add_argument("--unit", required=True)
+    parser.add_argument("--prefix", action="append", default=[])
+    opts = parser.parse_args(sys.argv[2:])
+    result = {"ok": False, "unit": opts.unit, "control_group": None, "error": None}
+    try:
+        group = _control_group(opts.unit)
+    except subprocess.CalledProcessError as exc:
+        result["error"] = f"systemctl show {opts.unit} failed: {(exc.stderr or exc.stdout or '').strip()}"
+        print(json.dumps(result))
+        return 1
+    result["control_group"] = group
+    path = _cgroup_dir(group) if group else None
+    if path is None:
+        result["error"] = (f"unit {opts.unit} has no cgroup ({group!r} under any of {', '.join(CGROUP_ROOTS)}): "
+                           "is the server running?")
+        print(json.dumps(result))
+        return 1
+    prefixes = tuple(opts.prefix)
+    procs = {pid: (cmdline, None if environ is None else {k: v for k, v in environ.items() if k.startswith(prefixes)})
+             for pid, cmdline, environ in _processes(path)}
+    if not procs:
+        result["error"] = f"unit {opts.unit} has no process"
+        print(json.dumps(result))
+        return 1
+    result.update(_worker_env(procs), ok=True)
+    print(json.dumps(result))
+    return 0
 
 
 def _unit_state(unit):
@@ -316,6 +394,26 @@ def _sha1(path):
     return digest.hexdigest()
 
 
+def _git_source(src):
+    """{rc, error, commit, changes, dirty} of the tree at src; dirty is None when git failed."""
+    git = subprocess.run(["git", "-c", "safe.directory=*", "-C", src, "status", "--porcelain=v2", "--branch"],
+                         capture_output=True, text=True, check=False)
+    lines = git.stdout.splitlines()
+    head = [line.split(" ", 2)[2] for line in lines if line.startswith("# branch.oid ")]
+    changes = [line for line in lines if not line.startswith("# ")]
+    return {"rc": git.returncode, "error": git.stderr.strip()[-500:], "commit": head[0] if head else None,
+            "changes": changes, "dirty": bool(changes) if git.returncode == 0 else None}
+
+
+def cmd_source():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang source")
+    parser.add_argument("--src", required=True)
+    opts = parser.parse_args(sys.argv[2:])
+    result = _git_source(opts.src)
+    print(json.dumps(result))
+    return 0 if result["rc"] == 0 else 1
+
+
 def cmd_state():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang state")
     parser.add_argument("--unit", required=True)
@@ -326,13 +424,7 @@ def cmd_state():
     opts = parser.parse_args(sys.argv[2:])
     result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "python_exists": None}
 
-    git = subprocess.run(["git", "-c", "safe.directory=*", "-C", opts.src, "status", "--porcelain=v2", "--branch"],
-                         capture_output=True, text=True, check=False)
-    lines = git.stdout.splitlines()
-    head = [line.split(" ", 2)[2] for line in lines if line.startswith("# branch.oid ")]
-    result["git"] = {"rc": git.returncode, "error": git.stderr.strip()[-500:],
-                     "commit": head[0] if head else None,
-                     "changes": [line for line in lines if not line.startswith("# ")]}
+    result["git"] = _git_source(opts.src)
     for path in opts.file:
         try:
             result["files"][path] = {"exists": True, "sha1": _sha1(path)}
@@ -359,6 +451,8 @@ def cmd_state():
 COMMANDS = {
     "validate-args": cmd_validate_args,
     "env-proof": cmd_env_proof,
+    "worker-env": cmd_worker_env,
+    "source": cmd_source,
     "wait-ready": cmd_wait_ready,
     "state": cmd_state,
 }
