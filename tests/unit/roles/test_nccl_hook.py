@@ -9,7 +9,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "realgpu"))
 import render_nccl_hook  # noqa: E402
 
 PROOF = os.path.join(ROOT, "roles", "nccl_tuning", "files", "nccl_env_proof.py")

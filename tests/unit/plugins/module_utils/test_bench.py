@@ -260,7 +260,7 @@ H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixt
 
 
 def h200_state(name):
-    # sglang_bench_gpu_state's own results on a real H200 (bench/gpu_state_gpu.sh): under a matmul load the GPU
+    # sglang_bench_gpu_state's own results on a real H200 (realgpu/gpu_state_gpu.sh): under a matmul load the GPU
     # reported sw_power_cap (0x4) at 692 W; idle it reports gpu_idle (0x1), which is not throttling
     with open(os.path.join(H200_GPU_STATE, "gpu_state_%s.json" % name)) as f:
         return json.load(f)["gpus"]

@@ -1,4 +1,4 @@
-"""Holds the GPU until killed, for bench/gpu_release_gpu.sh.
+"""Holds the GPU until killed, for realgpu/gpu_release_gpu.sh.
 
   gpu_holder.py GIB READY   allocate and touch GIB GiB on cuda:0 with PyTorch (a stand-in for an SGLang worker)
   gpu_holder.py nvml READY  keep an NVML handle open and read memory every 0.5 s (a stand-in for an exporter)

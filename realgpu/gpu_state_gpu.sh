@@ -5,7 +5,7 @@
 # Everything goes under $OUT; prints one summary line per state. About LOAD_S + 30 seconds.
 #
 # Env: PYTHON (python3 with torch; also the modules' interpreter), LOAD_S (45), OUT (/tmp/out)
-#      ansible-core may come from wheels on PYTHONPATH (bench/run_h200.sh puts them in /tmp/site)
+#      ansible-core may come from wheels on PYTHONPATH (realgpu/run_h200.sh puts them in /tmp/site)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -18,7 +18,7 @@ N=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 
 state() {  # NAME: run the module through ansible-playbook, print the summary line
     "$PYBIN" -m ansible.cli.playbook -i localhost, -c local -e ansible_python_interpreter="$PYBIN" \
-        -e bench_out="$OUT" -e bench_name="$1" -e bench_expected="$N" bench/gpu_state_gpu.yml \
+        -e bench_out="$OUT" -e bench_name="$1" -e bench_expected="$N" realgpu/gpu_state_gpu.yml \
         > "$OUT/gpu_state_$1.ansible.log" 2>&1 || { cat "$OUT/gpu_state_$1.ansible.log"; exit 1; }
     "$PYBIN" - "$OUT/gpu_state_$1.json" "$1" <<'PY'
 import json, sys

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Real-NCCL check of the nccl_tuning hook on a multi-GPU machine (issue 5 item 4; issue 8 reuses it with 8 GPUs).
 #
-#   bench/nccl_check.sh [--world-size N] [--timing] [--iters N]
+#   realgpu/nccl_check.sh [--world-size N] [--timing] [--iters N]
 #
-# 1. renders the hook from roles/nccl_tuning's own templates and defaults (bench/render_nccl_hook.py), plus
+# 1. renders the hook from roles/nccl_tuning's own templates and defaults (realgpu/render_nccl_hook.py), plus
 #    NCCL_DEBUG=INFO so NCCL logs where each value came from;
 # 2. makes a venv with --system-site-packages (the machine's torch + NCCL) and puts the hook in its site-packages;
 # 3. runs the role's own proof (roles/nccl_tuning/files/nccl_env_proof.py) under env -i;
-# 4. runs bench/nccl_allreduce_spawn.py under `env -i PATH=/usr/bin:/bin` (nothing exported by this shell):
+# 4. runs realgpu/nccl_allreduce_spawn.py under `env -i PATH=/usr/bin:/bin` (nothing exported by this shell):
 #    N ranks via torch.multiprocessing spawn, one NCCL all-reduce, per-rank env; then checks NCCL's own
 #    "<VAR> set by environment to <value>" line for every NCCL_* variable on every rank;
 # 5. with --timing: 61 small all-reduces per "forward", eager vs CUDA graph, tuned (hook, no NCCL_DEBUG) vs
@@ -42,7 +42,7 @@ BASE_ENV=(NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_
 
 render() {  # render <outdir> [render_nccl_hook.py options]
   local dir=$1; shift
-  PYTHONPATH=$([ -d /tmp/site ] && echo /tmp/site:)${PYTHONPATH:-} "$PY" "$ROOT/bench/render_nccl_hook.py" "$dir" "$@" >/dev/null
+  PYTHONPATH=$([ -d /tmp/site ] && echo /tmp/site:)${PYTHONPATH:-} "$PY" "$ROOT/realgpu/render_nccl_hook.py" "$dir" "$@" >/dev/null
 }
 
 make_venv() {  # make_venv <dir> [hook dir]: venv seeing the system torch; the hook installed when given
@@ -78,7 +78,7 @@ fi
 WS_ARG=()
 [ "$WS" -gt 0 ] && WS_ARG=(--world-size "$WS")
 set +e
-env -i PATH=/usr/bin:/bin "$WORK/venv_debug/bin/python" "$ROOT/bench/nccl_allreduce_spawn.py" "${WS_ARG[@]}" \
+env -i PATH=/usr/bin:/bin "$WORK/venv_debug/bin/python" "$ROOT/realgpu/nccl_allreduce_spawn.py" "${WS_ARG[@]}" \
   --mode check --expect "$EXPECT" > "$OUT/allreduce_check.log" 2>&1
 RC=$?
 set -e
@@ -110,7 +110,7 @@ if [ $TIMING = 1 ]; then
   for variant in tuned baseline; do
     if [ $variant = tuned ]; then run=(env -i PATH=/usr/bin:/bin "$WORK/venv_tuned/bin/python")
     else run=(env -i PATH=/usr/bin:/bin "${BASE_ENV[@]}" "$WORK/venv_base/bin/python"); fi
-    if "${run[@]}" "$ROOT/bench/nccl_allreduce_spawn.py" "${WS_ARG[@]}" --mode timing --label $variant \
+    if "${run[@]}" "$ROOT/realgpu/nccl_allreduce_spawn.py" "${WS_ARG[@]}" --mode timing --label $variant \
         --iters "$ITERS" > "$OUT/timing_$variant.log" 2>&1; then
       grep '^{' "$OUT/timing_$variant.log" >> "$OUT/timing.jsonl"
     else

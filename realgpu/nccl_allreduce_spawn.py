@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """NCCL all-reduce across N GPUs, ranks started with torch.multiprocessing 'spawn' (as SGLang starts its workers).
 
-Meant to run under `env -i` from a venv whose site-packages holds the gpuserve NCCL hook (bench/nccl_check.sh),
+Meant to run under `env -i` from a venv whose site-packages holds the gpuserve NCCL hook (realgpu/nccl_check.sh),
 so every NCCL variable a rank sees came from the hook, not from the launching shell.
 
   --mode check   one all-reduce; each rank prints the expected variables as it sees them and

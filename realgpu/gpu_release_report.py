@@ -1,4 +1,4 @@
-"""Prints the side-by-side table of bench/gpu_release_gpu.sh from the JSON results it wrote under OUT."""
+"""Prints the side-by-side table of realgpu/gpu_release_gpu.sh from the JSON results it wrote under OUT."""
 import json
 import os
 import sys

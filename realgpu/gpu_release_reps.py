@@ -1,16 +1,16 @@
 """Repeated real-GPU runs of gpuserve.sglang.gpu_release beside an independent 1 ms NVML observer (issue 16).
 
-Run by bench/gpu_release_gpu.sh (REPS=N) on a GPU host, as root, with torch and nvidia-ml-py importable:
+Run by realgpu/gpu_release_gpu.sh (REPS=N) on a GPU host, as root, with torch and nvidia-ml-py importable:
 
-  python3 bench/gpu_release_reps.py --out DIR [--reps 10] [--holders 1,2] [--backends nvml@0.01,nvidia-smi]
+  python3 realgpu/gpu_release_reps.py --out DIR [--reps 10] [--holders 1,2] [--backends nvml@0.01,nvidia-smi]
                                     [--hold-gib 100] [--trace] [--story] [--tree DIR]
 
 --backends lists the gate's backends to compare, each with its poll interval after `@` (default 0.05 s).
 --tree runs the collection of another checkout (e.g. an older commit, to show a change on the same machine).
 
-Each run starts one holder per GPU (bench/gpu_holder.py, titled `sglang::scheduler_TP<i>`, HOLD_GIB GiB each,
+Each run starts one holder per GPU (realgpu/gpu_holder.py, titled `sglang::scheduler_TP<i>`, HOLD_GIB GiB each,
 own session) beside a protected `nvidia_gpu_exporter` (an NVML handle, polled every 0.5 s as exporters do), then
-runs bench/gpu_release_gpu.yml through ansible-playbook. Meanwhile a thread of this process reads every measured
+runs realgpu/gpu_release_gpu.yml through ansible-playbook. Meanwhile a thread of this process reads every measured
 GPU's memory (NVML, memory info v2) every millisecond and notes when each first reads 0: that is the physical
 release, independent of the module. The module reports `signal_epoch` (wall clock just before its first
 signal), so both sit on one time line:
@@ -113,7 +113,7 @@ class Bench:
         if os.path.exists(ready):
             os.unlink(ready)
         proc = subprocess.Popen(['setsid', 'bash', '-c', 'exec -a "$0" "$@"', title, self.python,
-                                 os.path.join(ROOT, 'bench', 'gpu_holder.py'), mode, ready],
+                                 os.path.join(ROOT, 'realgpu', 'gpu_holder.py'), mode, ready],
                                 env=env, stdout=subprocess.DEVNULL, stderr=open(ready + '.log', 'w'))
         # Reap at once, as SGLang's launcher does for its children: a zombie left for the module is not the case
         # under test.
@@ -159,7 +159,7 @@ class Bench:
                '-e', 'bench_name=' + name, '-e', 'bench_check=false', '-e', 'bench_nvml=false',
                '-e', 'bench_backend=' + backend, '-e', 'bench_poll_interval=' + (interval or '0.05'),
                # This process reads NVML (the observer), so it holds /dev/nvidia*: the module must spare it.
-               '-e', json.dumps(dict(bench_exclude_pids=[os.getpid()])), os.path.join(ROOT, 'bench', 'gpu_release_gpu.yml')]
+               '-e', json.dumps(dict(bench_exclude_pids=[os.getpid()])), os.path.join(ROOT, 'realgpu', 'gpu_release_gpu.yml')]
         with open(os.path.join(self.args.out, name + '.ansible.log'), 'w') as f:
             rc = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=tree)
         try:

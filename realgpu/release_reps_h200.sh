@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The device call of issue 16 (docs/benchmarks.md, "gpu_release: 10 repetitions beside a 1 ms NVML observer"):
-#   bench/release_reps_h200.sh [OLD_TREE]
+#   realgpu/release_reps_h200.sh [OLD_TREE]
 # 1. this collection, gate backend nvml (poll 0.01 s): 10 repetitions each for 1 and 2 holders, and the story's way;
 # 2. OLD_TREE's collection (e.g. `mkdir -p .devcarry/old && git archive 6aeb480 | tar -x -C .devcarry/old`),
 #    gate nvidia-smi, with every command traced: 3 repetitions each (skipped without OLD_TREE);
 # 3. this collection, gate nvidia-smi (poll 0.05 s, the module's default): 4 repetitions each.
-# Needs .whl/ as bench/run_h200.sh describes (ansible-core wheels, psmisc). Results land flat in $OUT.
+# Needs .whl/ as realgpu/run_h200.sh describes (ansible-core wheels, psmisc). Results land flat in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/out}
@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 step() {  # step NAME TIMEOUT ARGS...
     local name=$1 t=$2; shift 2
     echo "=== $name $(date -u +%T)"
-    timeout "$t" python3 bench/gpu_release_reps.py --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/$name.txt"
+    timeout "$t" python3 realgpu/gpu_release_reps.py --out "/tmp/$name" "$@" 2>&1 | tee "$OUT/$name.txt"
     cp "/tmp/$name/runs.json" "$OUT/$name-runs.json" 2>/dev/null
 }
 step new 300 --reps 10 --holders 1,2 --backends nvml@0.01 --story

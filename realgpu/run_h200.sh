@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The batched real-GPU run recorded in docs/benchmarks.md: one call on a lent H200 machine (no network there).
 # Wheels for ansible-core (and a psmisc .deb for fuser when the image lacks it) travel in .whl/.
-#   bench/run_h200.sh            on N GPUs (N = what nvidia-smi lists): gpu_release with 1 holder, the
+#   realgpu/run_h200.sh            on N GPUs (N = what nvidia-smi lists): gpu_release with 1 holder, the
 #                                benchmark's GPU-state module idle/under load/after, gpu_release with N holders,
 #                                then the NCCL hook check + verify-step cost model on N ranks
 # Prepare .whl/ here first (ignored by git; name it in the device call's carry):
@@ -22,11 +22,11 @@ N=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 { date -u +%FT%TZ; uname -r; nvidia-smi; python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.nccl.version())'; } \
     > "$OUT/logs/machine.txt" 2>&1
 rc=0
-OUT=$OUT/logs/release1 NGPUS=1 bench/gpu_release_gpu.sh > "$OUT/logs/release1.txt" 2>&1 || rc=1
-OUT=$OUT/logs/gpu_state bench/gpu_state_gpu.sh > "$OUT/logs/gpu_state.txt" 2>&1 || rc=1
+OUT=$OUT/logs/release1 NGPUS=1 realgpu/gpu_release_gpu.sh > "$OUT/logs/release1.txt" 2>&1 || rc=1
+OUT=$OUT/logs/gpu_state realgpu/gpu_state_gpu.sh > "$OUT/logs/gpu_state.txt" 2>&1 || rc=1
 if [ "$N" -gt 1 ]; then
-    OUT=$OUT/logs/releaseN NGPUS=$N bench/gpu_release_gpu.sh > "$OUT/logs/releaseN.txt" 2>&1 || rc=1
-    OUT=$OUT/logs/nccl bench/nccl_check.sh --world-size "$N" --timing > "$OUT/logs/nccl.txt" 2>&1 || rc=1
+    OUT=$OUT/logs/releaseN NGPUS=$N realgpu/gpu_release_gpu.sh > "$OUT/logs/releaseN.txt" 2>&1 || rc=1
+    OUT=$OUT/logs/nccl realgpu/nccl_check.sh --world-size "$N" --timing > "$OUT/logs/nccl.txt" 2>&1 || rc=1
 fi
 tar -C "$OUT" -czf "$OUT/results.tgz" logs
 for f in machine release1 gpu_state releaseN nccl; do [ -f "$OUT/logs/$f.txt" ] && cp "$OUT/logs/$f.txt" "$OUT/$f.txt"; done

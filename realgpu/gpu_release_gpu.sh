@@ -7,8 +7,8 @@
 # then "the story's way" on a fresh holder: kill, sleep 3, one nvidia-smi. Prints both side by side and shows
 # the exporter survived. Everything goes under $OUT. Takes about 1-2 minutes.
 #
-#   bench/gpu_release_gpu.sh             the real run (needs an NVIDIA GPU, torch and nvidia-ml-py)
-#   bench/gpu_release_gpu.sh --dry-run   no GPU: syntax checks, then the same playbook against a CPU process
+#   realgpu/gpu_release_gpu.sh             the real run (needs an NVIDIA GPU, torch and nvidia-ml-py)
+#   realgpu/gpu_release_gpu.sh --dry-run   no GPU: syntax checks, then the same playbook against a CPU process
 #                                        holding a file, a SIMULATED nvidia-smi and a bench-only server pattern
 # Env: PYTHON            python3 with torch + nvidia-ml-py; also the modules' interpreter (default python3)
 #      ANSIBLE_PLAYBOOK  the ansible-playbook command (default: on PATH, else "$PYTHON -m ansible.cli.playbook");
@@ -53,7 +53,7 @@ alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2
 start_holder() {
     local title=$1 ready=$2; shift 2
     rm -f "$ready"
-    PYTHONPATH="$HOLDER_PATH" setsid bash -c 'exec -a "$0" "$@"' "$title" "$PYBIN" "$ROOT/bench/gpu_holder.py" \
+    PYTHONPATH="$HOLDER_PATH" setsid bash -c 'exec -a "$0" "$@"' "$title" "$PYBIN" "$ROOT/realgpu/gpu_holder.py" \
         "$@" "$ready" >"$ready.log" 2>&1 &
     HOLDER=$!
     PIDS+=("$HOLDER")
@@ -84,15 +84,15 @@ play() {  # play NAME CHECK [extra -e ...]
     say "ansible-playbook: $name (check_mode=$check)"
     local t0; t0=$(now)
     "${PLAYBOOK[@]}" -i localhost, -c local -e ansible_python_interpreter="$PYBIN" -e bench_out="$OUT" \
-        -e bench_name="$name" -e bench_check="$check" "$@" bench/gpu_release_gpu.yml >"$OUT/$name.ansible.log" 2>&1 ||
+        -e bench_name="$name" -e bench_check="$check" "$@" realgpu/gpu_release_gpu.yml >"$OUT/$name.ansible.log" 2>&1 ||
         { cat "$OUT/$name.ansible.log"; say "playbook $name failed"; exit 1; }
     say "  playbook wall time $(since "$t0") s"
 }
 
 say "bash -n, py_compile, --syntax-check"
 bash -n "$0"
-"$PYBIN" -m py_compile bench/gpu_holder.py bench/gpu_release_report.py
-"${PLAYBOOK[@]}" -i localhost, --syntax-check bench/gpu_release_gpu.yml >/dev/null
+"$PYBIN" -m py_compile realgpu/gpu_holder.py realgpu/gpu_release_report.py
+"${PLAYBOOK[@]}" -i localhost, --syntax-check realgpu/gpu_release_gpu.yml >/dev/null
 command -v fuser >/dev/null || { say "fuser (psmisc) missing"; exit 1; }
 
 if $DRY; then
@@ -100,7 +100,7 @@ if $DRY; then
     sim=$OUT/dryrun; rm -rf "$sim"; mkdir -p "$sim/dev"; touch "$sim/dev/nvidia0" "$sim/dev/nvidiactl"
     cat >"$sim/nvidia-smi" <<SIM
 #!/bin/sh
-# GPUSERVE-BENCH-SIMULATED nvidia-smi for bench/gpu_release_gpu.sh --dry-run
+# GPUSERVE-BENCH-SIMULATED nvidia-smi for realgpu/gpu_release_gpu.sh --dry-run
 case "\$*" in *query-compute-apps*) exit 0;; esac
 used=0; kill -0 "\$(cat $sim/server.pid)" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/\$(cat $sim/server.pid)/status" && used=1000
 echo "0, GPU-00000000-0000-0000-0000-000000000000, \$used, 143771"
@@ -116,7 +116,7 @@ SIM
     alive "$server" || { say "check mode killed the server"; exit 1; }
     play release false "${extra[@]}"
     play again false "${extra[@]}"
-    "$PYBIN" bench/gpu_release_report.py "$OUT"
+    "$PYBIN" realgpu/gpu_release_report.py "$OUT"
     alive "$server" && { say "FAIL: server survived"; exit 1; }
     alive "$exporter" || { say "FAIL: protected exporter was killed"; exit 1; }
     say "dry run OK (simulated GPU): server killed, exporter alive"
@@ -160,4 +160,4 @@ json.dump(dict(elapsed_s=float(elapsed), reading=reading, exporter_alive_after_r
 PY
 printf '%s\n' "$fuser_v" >"$OUT/fuser_v.txt"
 alive "$exporter" || { say "FAIL: exporter died"; exit 1; }
-"$PYBIN" bench/gpu_release_report.py "$OUT" | tee "$OUT/summary.txt"
+"$PYBIN" realgpu/gpu_release_report.py "$OUT" | tee "$OUT/summary.txt"
