@@ -202,6 +202,7 @@ PLAYBOOK = """
 """
 
 
+@pytest.mark.foreign_python  # runs ansible-playbook against the checkout's collections/ (not in mutation's tree)
 def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path):
     """The playbooks run roles with roles:, import_role and include_role (tasks_from too, as audit, restart and
     molecule's verify do): a role depending on gpuserve.sglang.gpuserve resolves its defaults from it each way."""
