@@ -6,9 +6,9 @@ DOCUMENTATION = r'''
 name: linear_preload
 short_description: The linear strategy, with this collection's pct_remote connection loaded before workers fork
 version_added: "0.2.0"
-author: gpuserve engineers
+author: gpuserve engineers (@gpuserve)
 description:
-  - Runs tasks exactly as M(ansible.builtin.linear) does (plays, order, failures, handlers are unchanged).
+  - Runs tasks exactly as P(ansible.builtin.linear#strategy) does (plays, order, failures, handlers are unchanged).
   - Before the first task, loads the connection plugin C(gpuserve.sglang.pct_remote), and with it paramiko, in the
     controller's main process. Ansible forks one worker per task; a worker inherits what the main process has
     imported, so it no longer imports paramiko itself. On a 2-core controller that import cost about 60 ms on

@@ -124,9 +124,10 @@ def pins(rel):
         return dict(line.split("#")[0].strip().split("==") for line in f if line.split("#")[0].strip())
 
 
-def test_ee_python_requirements_agree_with_requirements_txt():
-    ee, repo = pins("meta/ee-requirements.txt"), pins("requirements.txt")
-    assert ee and all(repo.get(name) == version for name, version in ee.items()), (ee, repo)
+@pytest.mark.parametrize("path", ["meta/ee-requirements.txt", "tests/unit/requirements.txt"])
+def test_other_python_requirements_agree_with_requirements_txt(path):
+    other, repo = pins(path), pins("requirements.txt")
+    assert other and all(repo.get(name) == version for name, version in other.items()), (other, repo)
 
 
 def test_role_readmes_are_generated_from_the_current_argument_specs():

@@ -33,4 +33,3 @@ def test_a_connection_that_cannot_load_does_not_stop_the_play(loads, monkeypatch
     monkeypatch.setattr(linear_preload.connection_loader, 'get', broken)
     linear_preload.StrategyModule('tqm')
     assert loads == [('linear', 'tqm'), ('get', 'gpuserve.sglang.pct_remote')]
-
