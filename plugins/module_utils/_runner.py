@@ -3,14 +3,11 @@
 """One exec runner for the three places a command can run: here, `pct exec VMID --`, `lxc-attach -n NAME --`.
 
 Private to this collection. Every command is an argv list, wrapped in coreutils `timeout` because nvidia-smi (or a
-stuck container) can hang, and run by spawn() below rather than module.run_command (see spawn for why).
+stuck container) can hang, and run by spawn() below: module.run_command, minus its one-second race.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-
-from ansible.module_utils.common.text.converters import to_text
+import select
 
 TARGETS = ('local', 'pct', 'lxc')
 
@@ -27,23 +24,37 @@ TIMEOUT_RCS = (124, 137)
 
 
 def spawn(module, argv, environ_update):
-    """Runs argv to its end with stdin from /dev/null; returns (rc, stdout, stderr) as text.
+    """Runs argv to its end through module.run_command; returns (rc, stdout, stderr) as text.
 
-    Not module.run_command: its read loop (ansible-core 2.21, basic.py) asks whether the child has exited twice in
-    a row once both pipes are at EOF. A child that exits between the two questions sends the loop into a
-    select(1) on no pipes at all, and the call returns one whole second late. That was the 1-2 s stall in 4 of 9
-    gpu_release runs on the H200 (issue 16; the same race shows on any busy host). communicate() reads both pipes
-    to EOF and then waits for the child, which leaves no such window.
+    run_command's read loop (ansible-core 2.21, basic.py) asks whether the child has exited twice in a row once
+    both pipes are at EOF. A child that exits between the two questions sends the loop into a select(1) on no
+    pipes at all, and the call returns one whole second late: the 1-2 s stall in 4 of 9 gpu_release runs on the
+    H200 (issue 16; the same race shows on any busy host). wait_once_closed() closes that window.
     """
-    env = dict(os.environ)
-    env.update(environ_update)
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    except OSError as exc:
-        module.fail_json(msg='cannot run %s: %s' % (argv[0], exc), cmd=' '.join(argv))
-    out, err = proc.communicate()
-    # to_text's default error handler keeps undecodable bytes as surrogates, as run_command does.
-    return proc.returncode, to_text(out), to_text(err)
+    return module.run_command(argv, environ_update=environ_update, before_communicate_callback=wait_once_closed)
+
+
+def wait_once_closed(proc):
+    """run_command's before_communicate_callback: from now on, proc.poll() waits for the child when both of its
+    output pipes are closed and drained, so the loop's first question gets the exit status and the loop ends."""
+    poll = proc.poll
+
+    def poll_or_reap():
+        status = poll()
+        if status is None and pipes_closed(proc.stdout, proc.stderr):
+            return proc.wait()
+        return status
+
+    proc.poll = poll_or_reap
+
+
+def pipes_closed(*pipes):
+    """True when every pipe's write end is closed and nothing is left to read (POLLHUP without POLLIN)."""
+    watch = select.poll()
+    for pipe in pipes:
+        watch.register(pipe)
+    hung_up = [fd for fd, event in watch.poll(0) if event & (select.POLLHUP | select.POLLIN) == select.POLLHUP]
+    return len(hung_up) == len(pipes)
 
 
 class Result:

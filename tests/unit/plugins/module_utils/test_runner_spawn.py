@@ -1,68 +1,120 @@
-"""spawn(): the runner's own way to run a command (real processes; no fake module answers here)."""
+"""spawn(): module.run_command with its one-second race closed (real processes, a real AnsibleModule)."""
+import json
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import spawn
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import pipes_closed, spawn, wait_once_closed
 
 SH = '/bin/sh'
 
 
-class Failed(Exception):
-    pass
+@pytest.fixture
+def module(monkeypatch):
+    monkeypatch.setattr(basic, '_ANSIBLE_ARGS', to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': {}})))
+    monkeypatch.setattr(basic, '_ANSIBLE_PROFILE', 'legacy')
+    return basic.AnsibleModule(argument_spec={})
 
 
-class Module:
-    def fail_json(self, **kwargs):
-        raise Failed(kwargs)
+def test_rc_stdout_and_stderr_are_returned_apart(module):
+    assert spawn(module, [SH, '-c', 'printf out; printf err >&2; exit 3'], {}) == (3, 'out', 'err')
 
 
-def test_rc_stdout_and_stderr_are_returned_apart():
-    assert spawn(Module(), [SH, '-c', 'printf out; printf err >&2; exit 3'], {}) == (3, 'out', 'err')
-
-
-def test_environ_update_reaches_the_command_and_the_rest_of_the_environment_stays(monkeypatch):
+def test_environ_update_reaches_the_command_only(module, monkeypatch):
     monkeypatch.setenv('GPUSERVE_SPAWN_TEST', 'kept')
-    rc, out, _err = spawn(Module(), [SH, '-c', 'printf "%s %s" "$LC_ALL" "$GPUSERVE_SPAWN_TEST"'], {'LC_ALL': 'C'})
-    assert (rc, out) == (0, 'C kept')
-    assert os.environ['GPUSERVE_SPAWN_TEST'] == 'kept'
-
-
-def test_environ_update_does_not_change_the_module_environment(monkeypatch):
     monkeypatch.delenv('GPUSERVE_SPAWN_ONLY_CHILD', raising=False)
-    rc, out, _err = spawn(Module(), [SH, '-c', 'printf %s "$GPUSERVE_SPAWN_ONLY_CHILD"'],
+    rc, out, _err = spawn(module, [SH, '-c', 'printf "%s %s" "$GPUSERVE_SPAWN_ONLY_CHILD" "$GPUSERVE_SPAWN_TEST"'],
                           {'GPUSERVE_SPAWN_ONLY_CHILD': 'child'})
-    assert (rc, out) == (0, 'child') and 'GPUSERVE_SPAWN_ONLY_CHILD' not in os.environ
+    assert (rc, out) == (0, 'child kept') and 'GPUSERVE_SPAWN_ONLY_CHILD' not in os.environ
 
 
-def test_stdin_is_empty_so_a_reader_of_stdin_never_waits():
-    # Give this process a stdin that never ends: `cat` reading it would wait until `timeout` (rc 124). From
-    # /dev/null it ends at once with nothing.
-    read_end, write_end = os.pipe()
-    saved = os.dup(0)
-    os.dup2(read_end, 0)
+def test_a_child_that_closes_its_output_first_is_waited_for_not_left_to_a_one_second_select(module):
+    start = time.monotonic()
+    rc, out, _err = spawn(module, [SH, '-c', 'printf done; exec >&- 2>&-; sleep 0.3; exit 4'], {})
+    assert (rc, out) == (4, 'done') and time.monotonic() - start < 0.9
+
+
+def test_spawn_hands_run_command_the_callback():
+    class Recorder:
+        def run_command(self, argv, **kwargs):
+            self.call = (argv, kwargs)
+            return 0, 'o', 'e'
+
+    rec = Recorder()
+    assert spawn(rec, ['true'], {'LC_ALL': 'C'}) == (0, 'o', 'e')
+    assert rec.call == (['true'], dict(environ_update={'LC_ALL': 'C'}, before_communicate_callback=wait_once_closed))
+
+
+def open_child(script):
+    return subprocess.Popen([SH, '-c', script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_poll_waits_for_the_child_once_both_pipes_are_closed_and_drained():
+    child = open_child('exec >&- 2>&-; sleep 0.3; exit 5')
     try:
-        assert spawn(Module(), ['timeout', '2', 'cat'], {}) == (0, '', '')
+        deadline = time.monotonic() + 5
+        while not pipes_closed(child.stdout, child.stderr):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        wait_once_closed(child)
+        # the plain poll() would say None here (the child sleeps on); the callback's poll waits and says 5
+        assert child.poll() == 5
     finally:
-        os.dup2(saved, 0)
-        for fd in (saved, read_end, write_end):
-            os.close(fd)
+        child.stdout.close()
+        child.stderr.close()
 
 
-def test_output_that_is_not_utf8_survives_as_surrogates():
-    rc, out, _err = spawn(Module(), [sys.executable, '-c', 'import sys; sys.stdout.buffer.write(b"a\\xffb")'], {})
-    assert rc == 0 and out == 'a\udcffb'
+@pytest.mark.parametrize('script, why', [
+    ('sleep 0.5', 'both pipes open'),
+    ('exec >&-; sleep 0.5', 'stderr still open'),
+    ('exec 2>&-; sleep 0.5', 'stdout still open'),
+    ('printf unread; exec >&- 2>&-; sleep 0.5', 'output not read yet'),
+])
+def test_poll_answers_at_once_while_a_pipe_is_open_or_holds_output(script, why):
+    child = open_child(script)
+    try:
+        time.sleep(0.2)  # the child has done its closing by now
+        wait_once_closed(child)
+        start = time.monotonic()
+        assert child.poll() is None, why
+        assert time.monotonic() - start < 0.1, why
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        child.stderr.close()
 
 
-def test_a_command_that_cannot_start_fails_the_module_with_its_name():
-    with pytest.raises(Failed) as exc:
-        spawn(Module(), ['/nonexistent/gpuserve-no-such-binary', '--flag'], {})
-    msg = exc.value.args[0]['msg']
-    assert msg.startswith('cannot run /nonexistent/gpuserve-no-such-binary: ') and 'No such file' in msg
-    assert exc.value.args[0]['cmd'] == '/nonexistent/gpuserve-no-such-binary --flag'
+def test_poll_of_a_child_that_exited_with_output_unread_is_its_status():
+    child = open_child('printf unread; exit 7')
+    try:
+        child.wait()  # reaped, so the real poll() knows the status; its pipe still holds the output
+        wait_once_closed(child)
+        assert child.poll() == 7
+    finally:
+        child.stdout.close()
+        child.stderr.close()
 
 
-def test_stderr_that_is_not_utf8_survives_as_surrogates():
-    rc, _out, err = spawn(Module(), [sys.executable, '-c', 'import sys; sys.stderr.buffer.write(b"e\\xfe")'], {})
-    assert rc == 0 and err == 'e\udcfe'
+def test_pipes_closed_needs_every_pipe():
+    child = open_child('exec >&-; sleep 0.5')
+    try:
+        time.sleep(0.2)
+        assert pipes_closed(child.stdout) is True and pipes_closed(child.stdout, child.stderr) is False
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        child.stderr.close()
+
+
+def test_output_that_is_not_utf8_survives_as_surrogates(module):
+    code = 'import sys; sys.stdout.buffer.write(b"a\\xffb"); sys.stderr.buffer.write(b"e\\xfe")'
+    rc, out, err = spawn(module, [sys.executable, '-c', code], {})
+    assert rc == 0 and out == 'a\udcffb' and err == 'e\udcfe'
