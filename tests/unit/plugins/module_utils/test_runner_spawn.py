@@ -1,4 +1,5 @@
 """spawn(): module.run_command with its one-second race closed (real processes, a real AnsibleModule)."""
+import contextlib
 import json
 import os
 import subprocess
@@ -51,13 +52,19 @@ def test_spawn_hands_run_command_the_callback():
     assert rec.call == (['true'], dict(environ_update={'LC_ALL': 'C'}, before_communicate_callback=wait_once_closed))
 
 
+@contextlib.contextmanager
 def open_child(script):
-    return subprocess.Popen([SH, '-c', script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """A child with both output pipes; afterwards killed if still running, reaped, its pipes closed."""
+    with subprocess.Popen([SH, '-c', script], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        try:
+            yield child
+        finally:
+            if child.returncode is None:
+                child.kill()
 
 
 def test_poll_waits_for_the_child_once_both_pipes_are_closed_and_drained():
-    child = open_child('exec >&- 2>&-; sleep 0.3; exit 5')
-    try:
+    with open_child('exec >&- 2>&-; sleep 0.3; exit 5') as child:
         deadline = time.monotonic() + 5
         while not pipes_closed(child.stdout, child.stderr):
             assert time.monotonic() < deadline
@@ -65,9 +72,6 @@ def test_poll_waits_for_the_child_once_both_pipes_are_closed_and_drained():
         wait_once_closed(child)
         # the plain poll() would say None here (the child sleeps on); the callback's poll waits and says 5
         assert child.poll() == 5
-    finally:
-        child.stdout.close()
-        child.stderr.close()
 
 
 @pytest.mark.parametrize('script, why', [
@@ -77,41 +81,25 @@ def test_poll_waits_for_the_child_once_both_pipes_are_closed_and_drained():
     ('printf unread; exec >&- 2>&-; sleep 0.5', 'output not read yet'),
 ])
 def test_poll_answers_at_once_while_a_pipe_is_open_or_holds_output(script, why):
-    child = open_child(script)
-    try:
+    with open_child(script) as child:
         time.sleep(0.2)  # the child has done its closing by now
         wait_once_closed(child)
         start = time.monotonic()
         assert child.poll() is None, why
         assert time.monotonic() - start < 0.1, why
-    finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()
-        child.stderr.close()
 
 
 def test_poll_of_a_child_that_exited_with_output_unread_is_its_status():
-    child = open_child('printf unread; exit 7')
-    try:
+    with open_child('printf unread; exit 7') as child:
         child.wait()  # reaped, so the real poll() knows the status; its pipe still holds the output
         wait_once_closed(child)
         assert child.poll() == 7
-    finally:
-        child.stdout.close()
-        child.stderr.close()
 
 
 def test_pipes_closed_needs_every_pipe():
-    child = open_child('exec >&-; sleep 0.5')
-    try:
+    with open_child('exec >&-; sleep 0.5') as child:
         time.sleep(0.2)
         assert pipes_closed(child.stdout) is True and pipes_closed(child.stdout, child.stderr) is False
-    finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()
-        child.stderr.close()
 
 
 def test_output_that_is_not_utf8_survives_as_surrogates(module):
