@@ -215,8 +215,13 @@ def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path):
         (role / "tasks" / (entry + ".yml")).write_text(
             "- ansible.builtin.debug: {msg: 'PROBE %s {{ probe_python }} {{ gpuserve_port }}'}\n" % entry)
     (tmp_path / "pb.yml").write_text(PLAYBOOK)
+    # a checkout resolves the collection through collections/; scripts/mutation's staging tree has no such link
+    # and holds the collection at ansible_collections/gpuserve/sglang itself
+    staged = os.path.normpath(HERE).split(os.sep)[-3:] == ["ansible_collections", "gpuserve", "sglang"]
+    collections = os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(HERE)))) if staged \
+        else os.path.join(HERE, "collections")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(HERE, "ansible.cfg"),
-               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"), ANSIBLE_COLLECTIONS_PATH=os.path.join(HERE, "collections"),
+               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"), ANSIBLE_COLLECTIONS_PATH=collections,
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     playbook = shutil.which("ansible-playbook") or os.path.join(os.path.dirname(sys.executable),
                                                                 "ansible-playbook")
