@@ -2,7 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The zero-memory gate: poll GPU memory until every selected GPU is at or under a limit, else name the holders.
 
-Private to this collection. Used by gpu_memory_gate and, unchanged, by gpu_release.
+Private to this collection. Used by gpu_memory_gate and, unchanged, by gpu_release; sglang_server also sends this
+file and _nvidia_smi.py into the container, where the unit's ExecStartPre runs run_gate with a runner of its own
+(`gpuserve-sglang gate`). So this file and _nvidia_smi.py import nothing outside the standard library at load.
 """
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
     NvmlReader, SmiError, SmiReader, select)
-from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
 
 # Mirrored by doc fragment gpuserve.sglang._gate.
 GATE_ARGS = dict(
@@ -118,10 +119,17 @@ def make_reader(params, runner):
     return SmiReader(runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
 
 
-def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.monotonic, sleep=time.sleep):
+def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.monotonic, sleep=time.sleep,
+             runner=None):
     """Runs the gate described by params (GATE_ARGS + runner TARGET_ARGS). Returns the result when it passes,
-    raises GateFailed (with the result, or the raw output of a read that failed) when it does not."""
-    runner = Runner.from_params(module, params)
+    raises GateFailed (with the result, or the raw output of a read that failed) when it does not.
+
+    runner: anything with run(argv, timeout) -> Result-like, `local` and `target`; default the module's Runner.
+    """
+    if runner is None:
+        # Imported here: _runner needs ansible, which the container's ExecStartPre gate (its own runner) lacks.
+        from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
+        runner = Runner.from_params(module, params)
     base = dict(backend=params['backend'], max_used_mib=params['max_used_mib'], polls=0, passed=False)
     reader = None
     try:

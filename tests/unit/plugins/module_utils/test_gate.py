@@ -191,6 +191,41 @@ def test_gate_in_container():
     assert module.calls[0][3:8] == ['/usr/bin/pct', 'exec', '101', '--', '/usr/bin/nvidia-smi']
 
 
+class OwnRunner:
+    """A runner of the caller's own (the container's ExecStartPre gate): no module, no ansible."""
+
+    local, target = False, 'local'
+
+    def __init__(self, clock, answer):
+        self.clock, self.answer, self.calls = clock, answer, []
+
+    def run(self, argv, timeout):
+        self.calls.append((argv, timeout))
+        self.clock.now += 0.02
+        return self.answer(argv)
+
+
+def test_a_runner_given_is_used_instead_of_the_modules():
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Result
+    clock = Clock()
+    runner = OwnRunner(clock, lambda argv: Result(argv, 0, four_fields(0), ''))
+    res = gate.run_gate(None, params(nvidia_smi='/usr/bin/nvidia-smi'), False, '/nonexistent', clock, clock.sleep,
+                        runner=runner)
+    assert res['passed'] and res['polls'] == 1
+    assert runner.calls == [(['/usr/bin/nvidia-smi', '--query-gpu=index,uuid,memory.used,memory.total',
+                              '--format=csv,noheader,nounits'], 10.0)]
+
+
+def test_a_runner_given_that_is_not_local_names_holders_without_a_container(tmp_path):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Result
+    clock = Clock()
+    apps = '%s, 4242, 81920\n' % UUID
+    runner = OwnRunner(clock, lambda argv: Result(argv, 0, apps if 'compute-apps' in argv[1] else four_fields(81929), ''))
+    with pytest.raises(gate.GateFailed) as err:
+        gate.run_gate(None, params(timeout=0.1), False, str(tmp_path), clock, clock.sleep, runner=runner)
+    assert err.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=81920, container=None)]
+
+
 def test_nvml_backend(monkeypatch):
     clock = Clock()
     used = [7 * MIB]

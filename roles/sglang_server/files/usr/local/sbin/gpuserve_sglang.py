@@ -29,6 +29,11 @@
   gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
+  gpuserve-sglang gate --expected-count N [--max-used-mib M] [--timeout S] [--lib DIR]
+      ExecStartPre of sglang.service: the zero-memory gate on this container's GPUs (every GPU its nvidia-smi
+      lists, exactly N of them), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
+      still hold memory. It is the collection's own gate (_gate.run_gate and _nvidia_smi, sent into DIR by the
+      role), run with the runner below. Exit 0 passed, 1 not (the message names the holders and what to do).
 Each prints one JSON object on stdout.
 """
 import argparse
@@ -448,7 +453,78 @@ def cmd_state():
     return 0
 
 
+GATE_LIB = "/usr/local/lib/gpuserve-sglang"
+
+
+class _Result:
+    """What the gate reads from a command (the shape of _runner.Result, which needs ansible to import)."""
+
+    def __init__(self, argv, rc, out, err):
+        self.argv, self.rc, self.out, self.err = argv, rc, out, err
+
+    @property
+    def timed_out(self):
+        return self.rc in (124, 137)  # coreutils timeout: fired, or fired and had to SIGKILL
+
+    @property
+    def cmd(self):
+        return " ".join(self.argv)
+
+
+class _LocalRunner:
+    """The gate's runner in the container: argv under coreutils timeout, LC_ALL=C, stdin from /dev/null.
+    Not `local` for the gate: /proc/PID/cgroup inside a container cannot tell where a holder lives."""
+
+    local = False
+    target = "local"
+
+    def run(self, argv, timeout):
+        full = ["timeout", "--kill-after=1", "%gs" % timeout] + list(argv)
+        try:
+            # errors= makes the pipes text; surrogateescape keeps a byte that is not UTF-8 for the failure message
+            out = subprocess.run(full, stdin=subprocess.DEVNULL, capture_output=True, errors="surrogateescape",
+                                 env=dict(os.environ, LC_ALL="C"), check=False)
+        except OSError as exc:
+            return _Result(full, 127, "", str(exc))
+        return _Result(full, out.returncode, out.stdout, out.stderr)
+
+
+def cmd_gate():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang gate")
+    parser.add_argument("--expected-count", type=int, required=True)
+    parser.add_argument("--max-used-mib", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--poll-interval", type=float, default=0.2)
+    parser.add_argument("--nvidia-smi", default="nvidia-smi")
+    parser.add_argument("--nvidia-smi-timeout", type=float, default=10)
+    parser.add_argument("--lib", default=GATE_LIB)
+    opts = parser.parse_args(sys.argv[2:])
+    if opts.lib not in sys.path:
+        sys.path.insert(0, opts.lib)
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate
+
+    params = {key: spec.get("default") for key, spec in _gate.GATE_ARGS.items()}
+    params.update(expected_count=opts.expected_count, max_used_mib=opts.max_used_mib, timeout=opts.timeout,
+                  poll_interval=opts.poll_interval, nvidia_smi=opts.nvidia_smi,
+                  nvidia_smi_timeout=opts.nvidia_smi_timeout)
+    try:
+        result = _gate.run_gate(None, params, runner=_LocalRunner())
+    except _gate.GateFailed as exc:
+        result = dict(exc.result, error=exc.msg)
+        sys.stderr.write(
+            "gpuserve-sglang gate: not starting, %s. PIDs are as this container sees them. To free the GPUs and "
+            "restart with proof, run the gpuserve lifecycle (playbooks/restart_server.yml); to see who holds them, "
+            "`fuser -v /dev/nvidia*` here and `nvidia-smi` on the PVE host.\n" % exc.msg)
+        print(json.dumps(result))
+        return 1
+    sys.stderr.write("gpuserve-sglang gate: %d GPU(s) at or under %d MiB after %d poll(s) in %.2f s\n"
+                     % (len(result["gpus"]), opts.max_used_mib, result["polls"], result["elapsed_s"]))
+    print(json.dumps(result))
+    return 0
+
+
 COMMANDS = {
+    "gate": cmd_gate,
     "validate-args": cmd_validate_args,
     "env-proof": cmd_env_proof,
     "worker-env": cmd_worker_env,

@@ -1,0 +1,290 @@
+"""gpuserve-sglang gate: the unit's ExecStartPre, the collection's own gate (_gate.run_gate) run in the container.
+
+The helper runs in-process; nvidia-smi is a small script on disk that answers from a scenario file, one answer per
+gate query, and logs the argv, LC_ALL and its stdin of every call. The helper's own runner (coreutils timeout,
+subprocess) is real, so what the unit runs is what is tested.
+"""
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.sbin.gpuserve_sglang"
+HELPER = os.path.join(ROOT, "roles", "sglang_server", "files", "usr", "local", "sbin", "gpuserve_sglang.py")
+UUIDS = ["GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7"] + ["GPU-00000000-0000-0000-0000-00000000000%d" % i
+                                                         for i in range(1, 8)]
+
+FAKE_SMI = r'''#!%(python)s
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "log.jsonl"), "a") as log:
+    log.write(json.dumps({"argv": sys.argv[1:], "lc_all": os.environ.get("LC_ALL"),
+                          "stdin": os.readlink("/proc/self/fd/0")}) + "\n")
+with open(os.path.join(here, "scenario.json")) as f:
+    scenario = json.load(f)
+if any(a.startswith("--query-compute-apps") for a in sys.argv):
+    sys.stdout.write(scenario.get("apps", ""))
+    sys.exit(0)
+answers = scenario["gpus"]
+count_file = os.path.join(here, "count")
+n = int(open(count_file).read()) if os.path.exists(count_file) else 0
+open(count_file, "w").write(str(n + 1))
+answer = answers[min(n, len(answers) - 1)]
+if answer.get("sleep"):
+    import time
+    time.sleep(answer["sleep"])
+sys.stdout.write(answer.get("out", ""))
+sys.exit(answer.get("rc", 0))
+'''
+
+
+def gpus(used=None, count=8):
+    """The gate's CSV for `count` H200s, used = {index: MiB}."""
+    used = used or {}
+    return "".join("%d, %s, %d, 143771\n" % (i, UUIDS[i], used.get(i, 0)) for i in range(count))
+
+
+@pytest.fixture(scope="module")
+def helper():
+    return importlib.import_module(NAME)
+
+
+@pytest.fixture
+def smi(tmp_path):
+    """smi(answers, apps='') writes the scenario and returns the fake's path; smi.log() reads the calls."""
+    path = tmp_path / "nvidia-smi"
+    path.write_text(FAKE_SMI % {"python": sys.executable})
+    path.chmod(0o755)
+
+    def make(answers, apps=""):
+        (tmp_path / "scenario.json").write_text(json.dumps({"gpus": answers, "apps": apps}))
+        return str(path)
+
+    def log():
+        if not (tmp_path / "log.jsonl").exists():
+            return []
+        return [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+
+    make.log = log
+    return make
+
+
+def gate(helper, monkeypatch, capsys, *argv):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "gate"] + list(argv))
+    rc = helper.main()
+    out = capsys.readouterr()
+    return rc, json.loads(out.out), out.err
+
+
+def test_passes_at_once_when_every_gpu_reads_zero(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": gpus()}])
+    rc, out, err = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake)
+    assert rc == 0
+    assert out["passed"] is True and out["polls"] == 1
+    assert [g["index"] for g in out["gpus"]] == list(range(8))
+    assert err == "gpuserve-sglang gate: 8 GPU(s) at or under 0 MiB after 1 poll(s) in %.2f s\n" % out["elapsed_s"]
+    # the documented gate query, in the C locale, never reading the unit's stdin
+    assert smi.log() == [{"argv": ["--query-gpu=index,uuid,memory.used,memory.total", "--format=csv,noheader,nounits"],
+                          "lc_all": "C", "stdin": "/dev/null"}]
+
+
+def test_waits_for_held_memory_then_passes(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": gpus({3: 81929})}, {"out": gpus({3: 4096})}, {"out": gpus()}])
+    rc, out, _ = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                      "--poll-interval", "0.01", "--timeout", "30")
+    assert rc == 0
+    assert out["polls"] == 3
+    assert out["clear_at_s"]["0"] < out["clear_at_s"]["3"]  # GPU 3 cleared two polls later
+
+
+def test_refuses_to_start_while_memory_is_held_and_says_what_to_do(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": gpus({3: 81929})}], apps="%s, 4242, 81920\n" % UUIDS[3])
+    rc, out, err = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                        "--poll-interval", "0.05", "--timeout", "0.3")
+    assert rc == 1
+    assert out["passed"] is False and out["polls"] >= 2
+    assert "GPU 3 still holds 81929 MiB (limit 0): pid 4242 (container unknown)" in out["error"]
+    assert out["holders"] == [{"gpu": 3, "pid": 4242, "used_mib": 81920, "container": None}]
+    assert err == ("gpuserve-sglang gate: not starting, %s. PIDs are as this container sees them. To free the GPUs "
+                   "and restart with proof, run the gpuserve lifecycle (playbooks/restart_server.yml); to see who "
+                   "holds them, `fuser -v /dev/nvidia*` here and `nvidia-smi` on the PVE host.\n" % out["error"])
+    assert out["error"].startswith("gate timed out after ")
+    assert smi.log()[-1]["argv"] == ["--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"]
+
+
+def test_default_timeout_and_poll_interval(helper):
+    parser_defaults = {}
+
+    def capture(_module, params, **kwargs):
+        parser_defaults.update(params, runner=kwargs["runner"])
+        return {"gpus": [], "polls": 1, "elapsed_s": 0.0, "passed": True}
+
+    mod = importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils._gate")
+    saved, sys.argv = sys.argv, ["gpuserve-sglang", "gate", "--expected-count", "2"]
+    original = mod.run_gate
+    mod.run_gate = capture
+    try:
+        with open(os.devnull, "w") as sink:
+            stdout, stderr = sys.stdout, sys.stderr
+            sys.stdout = sys.stderr = sink
+            try:
+                assert helper.main() == 0
+            finally:
+                sys.stdout, sys.stderr = stdout, stderr
+    finally:
+        mod.run_gate, sys.argv = original, saved
+    assert parser_defaults["timeout"] == 120
+    assert parser_defaults["poll_interval"] == 0.2
+    assert parser_defaults["max_used_mib"] == 0
+    assert parser_defaults["expected_count"] == 2
+    assert parser_defaults["nvidia_smi"] == "nvidia-smi"
+    assert parser_defaults["nvidia_smi_timeout"] == 10.0
+    assert parser_defaults["backend"] == "nvidia-smi" and parser_defaults["gpus"] == []
+    assert parser_defaults["name_holders"] is True
+    runner = parser_defaults["runner"]
+    assert runner.local is False and runner.target == "local"
+
+
+@pytest.mark.parametrize("limit, rc", [("16", 0), ("15", 1)])
+def test_max_used_mib_is_the_limit(helper, smi, monkeypatch, capsys, limit, rc):
+    fake = smi([{"out": gpus({5: 16})}])
+    got, out, _ = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                       "--max-used-mib", limit, "--timeout", "0")
+    assert got == rc
+    assert out["max_used_mib"] == int(limit)
+
+
+def test_fails_closed_on_another_gpu_count(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": gpus(count=7)}])
+    rc, out, err = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake)
+    assert rc == 1
+    assert "nvidia-smi lists 7 GPU(s), 8 expected" in out["error"]
+    assert len(smi.log()) == 1  # a read error fails at once, no waiting
+
+
+def test_fails_closed_on_a_driver_error_with_rc_and_output(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
+    rc, out, _ = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake)
+    assert rc == 1
+    assert out["rc"] == 18 and "reboot the host or install the matching userspace" in out["error"]
+    assert out["cmd"].startswith("timeout --kill-after=1 10s ")
+
+
+def test_a_hung_nvidia_smi_is_cut_by_its_timeout(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": gpus(), "sleep": 30}])
+    rc, out, _ = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                      "--nvidia-smi-timeout", "0.5")
+    assert rc == 1
+    assert out["rc"] == 124 and "did not answer within its timeout" in out["error"]
+
+
+def test_a_missing_nvidia_smi_fails_closed(helper, monkeypatch, capsys, tmp_path):
+    rc, out, _ = gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", str(tmp_path / "none"))
+    assert rc == 1
+    assert out["rc"] == 127 and out["passed"] is False
+
+
+def test_without_coreutils_timeout_the_read_fails_instead_of_raising(helper, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    res = helper._LocalRunner().run(["nvidia-smi"], 5)
+    assert (res.rc, res.out, res.timed_out) == (127, "", False)
+    assert "timeout" in res.err
+    assert res.argv == ["timeout", "--kill-after=1", "5s", "nvidia-smi"]
+
+
+def test_the_runner_runs_argv_under_timeout_in_the_c_locale_without_stdin(helper, monkeypatch):
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append((argv, kwargs))
+        return subprocess.CompletedProcess(argv, 3, "out\udcff", "err")
+
+    monkeypatch.setattr(helper.subprocess, "run", run)
+    monkeypatch.setenv("GPUSERVE_TEST_MARK", "kept")
+    res = helper._LocalRunner().run(["/usr/bin/nvidia-smi", "-L"], 2.5)
+    assert (res.rc, res.out, res.err) == (3, "out\udcff", "err")
+    assert res.argv == ["timeout", "--kill-after=1", "2.5s", "/usr/bin/nvidia-smi", "-L"]
+    [(argv, kwargs)] = calls
+    env = kwargs.pop("env")
+    assert env == dict(os.environ, LC_ALL="C") and env["GPUSERVE_TEST_MARK"] == "kept"
+    assert kwargs == {"stdin": subprocess.DEVNULL, "capture_output": True, "errors": "surrogateescape",
+                      "check": False}
+
+
+def test_output_that_is_not_utf8_is_kept_not_raised(helper, tmp_path):
+    script = tmp_path / "smi"
+    script.write_bytes(b"#!/bin/sh\nprintf 'GPU \\377\\n'\n")
+    script.chmod(0o755)
+    res = helper._LocalRunner().run([str(script)], 5)
+    assert res.rc == 0 and res.out == "GPU \udcff\n"
+
+
+def test_gate_passes_every_option_through(helper, monkeypatch, capsys):
+    seen = {}
+    mod = importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils._gate")
+
+    def capture(module, params, **kwargs):
+        seen.update(params, module=module)
+        return {"gpus": [], "polls": 1, "elapsed_s": 0.0, "passed": True}
+
+    monkeypatch.setattr(mod, "run_gate", capture)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    rc, _, _ = gate(helper, monkeypatch, capsys, "--expected-count", "4", "--max-used-mib", "7", "--timeout", "9",
+                    "--poll-interval", "0.3", "--nvidia-smi", "/opt/smi", "--nvidia-smi-timeout", "3")
+    assert rc == 0
+    assert {k: seen[k] for k in ("expected_count", "max_used_mib", "timeout", "poll_interval", "nvidia_smi",
+                                 "nvidia_smi_timeout", "module")} == {
+        "expected_count": 4, "max_used_mib": 7, "timeout": 9.0, "poll_interval": 0.3, "nvidia_smi": "/opt/smi",
+        "nvidia_smi_timeout": 3.0, "module": None}
+    assert sys.path[0] == "/usr/local/lib/gpuserve-sglang"  # the default --lib
+
+
+def test_gate_needs_the_expected_count(helper, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "gate"])
+    with pytest.raises(SystemExit) as exit_:
+        helper.main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpuserve-sglang gate ")
+    assert "the following arguments are required: --expected-count" in err
+
+
+@pytest.mark.parametrize("rc, timed_out", [(0, False), (1, False), (124, True), (137, True), (125, False)])
+def test_result_timed_out(helper, rc, timed_out):
+    res = helper._Result(["timeout", "1s", "x"], rc, "", "")
+    assert res.timed_out is timed_out
+    assert res.cmd == "timeout 1s x"
+
+
+def test_lib_goes_first_on_the_path_once(helper, smi, monkeypatch, capsys, tmp_path):
+    lib = str(tmp_path / "lib")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    fake = smi([{"out": gpus()}])
+    gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake, "--lib", lib)
+    gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake, "--lib", lib)
+    assert sys.path[0] == lib and sys.path.count(lib) == 1
+
+
+def test_default_lib_is_where_the_role_installs_the_gate(helper):
+    assert helper.GATE_LIB == "/usr/local/lib/gpuserve-sglang"
+
+
+@pytest.mark.foreign_python
+def test_the_two_sent_files_are_the_whole_gate_without_ansible(tmp_path, smi):
+    """What the container has: the helper, _gate.py and _nvidia_smi.py under --lib, a Python without ansible."""
+    lib = tmp_path / "lib"
+    dest = lib / "ansible_collections" / "gpuserve" / "sglang" / "plugins" / "module_utils"
+    dest.mkdir(parents=True)
+    for name in ("_gate.py", "_nvidia_smi.py"):
+        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), dest / name)
+    fake = smi([{"out": gpus({1: 100})}, {"out": gpus()}])
+    # -I: no site-packages (no ansible), no PYTHONPATH, no current directory
+    out = subprocess.run([sys.executable, "-I", "-S", HELPER, "gate", "--expected-count", "8", "--lib", str(lib),
+                          "--nvidia-smi", fake, "--poll-interval", "0.01"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["polls"] == 2

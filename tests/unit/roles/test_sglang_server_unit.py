@@ -1,0 +1,72 @@
+"""sglang.service as the role renders it (its template, the role's defaults and vars, the shared settings), through
+ansible-playbook on localhost: the gate runs before every start, and what starts at boot."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLAY = """
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files:
+    - {root}/roles/gpuserve/defaults/main.yml
+    - {root}/roles/sglang_server/defaults/main.yml
+    - {root}/roles/sglang_server/vars/main.yml
+  vars:
+    ansible_managed: managed
+  tasks:
+    - ansible.builtin.debug:
+        msg: "{{{{ lookup('ansible.builtin.template', '{root}/roles/sglang_server/templates/etc/systemd/system/sglang.service.j2') }}}}"
+"""
+
+
+def render(tmp_path, **extra):
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY.format(root=ROOT))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_LOCALHOST_WARNING="false")
+    bin_dir = os.path.dirname(sys.executable)
+    out = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", "localhost,", str(play),
+                          "-e", json.dumps(extra)], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return result.splitlines()
+
+
+def lines_of(unit, key):
+    return [line.split("=", 1)[1] for line in unit if line.startswith(key + "=")]
+
+
+@pytest.fixture(scope="module")
+def default_unit(tmp_path_factory):
+    return render(tmp_path_factory.mktemp("unit"))
+
+
+def test_every_start_gates_on_the_containers_gpus_first(default_unit):
+    assert lines_of(default_unit, "ExecStartPre") == [
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang gate --expected-count 8 --max-used-mib 0 --timeout 120"]
+    assert lines_of(default_unit, "ExecStart") == [
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang exec /etc/gpuserve/sglang.args -- "
+        "/opt/sglang/venv/bin/python -m sglang.launch_server"]
+
+
+def test_the_gate_follows_the_gpu_count_limit_and_its_own_timeout(tmp_path):
+    unit = render(tmp_path, sglang_server_gpu_count=2, sglang_server_gate_max_used_mib=16,
+                  sglang_server_unit_gate_timeout=45)
+    assert lines_of(unit, "ExecStartPre") == [
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang gate --expected-count 2 --max-used-mib 16 --timeout 45"]
+
+
+def test_the_units_gate_timeout_defaults_to_the_lifecycles(tmp_path):
+    unit = render(tmp_path, sglang_server_gate_timeout=300)
+    assert lines_of(unit, "ExecStartPre")[0].endswith(" --timeout 300")
+
+
+def test_it_starts_at_boot_and_never_restarts_itself(default_unit):
+    assert lines_of(default_unit, "WantedBy") == ["multi-user.target"]
+    assert lines_of(default_unit, "Restart") == ["no"]
+    assert lines_of(default_unit, "KillMode") == ["control-group"]
