@@ -34,16 +34,29 @@
       lists, exactly N of them), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
       still hold memory. It is the collection's own gate (_gate.run_gate and _nvidia_smi, sent into DIR by the
       role), run with the runner below. Exit 0 passed, 1 not (the message names the holders and what to do).
+  gpuserve-sglang lock acquire --owner-json J [--path P] [--ttl S] [--wait S] [--steal TOKEN]
+  gpuserve-sglang lock release --token T [--path P]
+  gpuserve-sglang lock status [--path P]
+      The container's lifecycle lock: one run at a time restarts this server. `acquire` takes flock(LOCK_EX) on P
+      and hands the open file to a holder process (`lock hold`), which keeps it until `release`, its lease (--ttl)
+      ends, or it dies: the kernel drops a flock with its last holder, so a crash or a reboot leaves no lock. The
+      owner (the Ansible run J, the holder PID, a token, since, expires) is written into P. Held by another run:
+      waits up to --wait seconds, then exits 2 with the owner and a message naming it. --steal TOKEN ends the
+      holder of exactly that token (a run known to be dead); a holder past its lease is ended too. Exit 0 taken.
 Each prints one JSON object on stdout.
 """
 import argparse
 import contextlib
 import difflib
+import fcntl
 import hashlib
 import io
 import json
 import os
 import re
+import secrets
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -523,8 +536,219 @@ def cmd_gate():
     return 0
 
 
+LOCK_PATH = "/run/gpuserve/sglang-lifecycle.lock"
+HOLDER_START_S = 10  # a holder not running after this long is ended; the acquire fails
+
+
+def _iso(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _read_owner(path):
+    """The owner written into the lock file; {} when there is none; {"_unreadable": text} when it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    if not text.strip():
+        return {}
+    try:
+        owner = json.loads(text)
+    except ValueError:
+        owner = None
+    return owner if isinstance(owner, dict) else {"_unreadable": text[:200]}
+
+
+def _try_flock(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _is_holder(owner):
+    """The owner's holder PID is still our `lock hold` process of its token (not a PID reused since)."""
+    pid, token = owner.get("holder_pid"), owner.get("token")
+    if not isinstance(pid, int) or pid <= 1 or not token:
+        return False
+    try:
+        argv = _read(pid, "cmdline").split(b"\0")
+    except OSError:
+        return False
+    return b"hold" in argv and b"--token" in argv and argv[argv.index(b"--token") + 1:][:1] == [token.encode()]
+
+
+def _end_holder(owner):
+    """SIGTERM to the owner's holder when it is verifiably ours; True when signalled."""
+    if not _is_holder(owner):
+        return False
+    try:
+        os.kill(owner["holder_pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _owner_message(owner, path, waited):
+    if not owner or "_unreadable" in owner:
+        return ("the lifecycle lock %s is held, and its owner is not written (yet): %s; waited %.0f s"
+                % (path, owner.get("_unreadable", "empty"), waited))
+    run = owner.get("run") or {}
+    return ("the lifecycle lock %s is held by another run: ansible-playbook PID %s on %s (user %s, %s, play %r), "
+            "started %s; lock taken %s, its lease ends %s; holder PID %s here. Waited %.0f s. Wait for that run "
+            "(sglang_server_lock_wait), or, if it is dead (killed on another machine), take the lock over with "
+            "-e sglang_server_lock_steal=%s"
+            % (path, run.get("pid", "?"), run.get("host", "?"), run.get("user", "?"),
+               " ".join(run.get("playbooks") or []) or "playbook unknown", run.get("play", "?"),
+               run.get("started", "?"), owner.get("since", "?"), owner.get("expires_at", "?"),
+               owner.get("holder_pid", "?"), waited, owner.get("token", "?")))
+
+
+def _spawn_holder(fd, token, until):
+    """Fork a `lock hold` process that inherits fd (and with it the flock); returns its PID once it runs."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own session, no stdio of the caller (a pct exec waits for those to close)
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            os.set_inheritable(fd, True)
+            os.set_inheritable(ready_w, True)
+            # fd stays open across the exec (inheritable) and is never touched again: holding it is the lock
+            os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), "lock", "hold",
+                                      "--ready-fd", str(ready_w), "--token", token, "--until", "%.3f" % until])
+        finally:
+            os._exit(127)
+    os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        started = bool(select.select([ready], [], [], HOLDER_START_S)[0]) and ready.read(2) == b"ok"
+    if not started:  # its exec failed, or it hangs before it runs: end it, reap it
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        return None
+    return pid
+
+
+def _lock_acquire(opts):
+    os.makedirs(os.path.dirname(opts.path), exist_ok=True)
+    fd = os.open(opts.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    start = time.monotonic()
+    deadline = start + opts.wait
+    ended = []
+    try:
+        while not _try_flock(fd):
+            owner = _read_owner(opts.path)
+            lease_over = isinstance(owner.get("expires"), (int, float)) and owner["expires"] < time.time()
+            if ((opts.steal and owner.get("token") == opts.steal) or lease_over) and _end_holder(owner):
+                ended.append(owner)
+                deadline = max(deadline, time.monotonic() + 5)  # the holder's exit frees the lock within ms
+            now = time.monotonic()
+            if now >= deadline:
+                print(json.dumps({"acquired": False, "owner": owner, "waited_s": round(now - start, 1),
+                                  "message": _owner_message(owner, opts.path, now - start)}))
+                return 2
+            time.sleep(min(opts.interval, deadline - now))
+        stale = _read_owner(opts.path)  # left by a holder that died without release (killed, container reboot)
+        now = time.time()
+        token = secrets.token_hex(8)
+        pid = _spawn_holder(fd, token, now + opts.ttl)
+        if pid is None:
+            print(json.dumps({"acquired": False, "owner": {}, "waited_s": round(time.monotonic() - start, 1),
+                              "message": "the lock holder process did not start"}))
+            return 1
+        owner = {"token": token, "holder_pid": pid, "since": _iso(now), "expires": round(now + opts.ttl, 3),
+                 "expires_at": _iso(now + opts.ttl), "run": json.loads(opts.owner_json)}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(owner) + "\n").encode(), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # the holder's copy of the open file keeps the lock
+    print(json.dumps({"acquired": True, "token": token, "owner": owner, "waited_s": round(time.monotonic() - start, 1),
+                      "cleared": stale or None, "ended": ended}))
+    return 0
+
+
+def _lock_release(opts):
+    owner = _read_owner(opts.path)
+    if owner.get("token") != opts.token:
+        print(json.dumps({"released": False, "owner": owner,
+                          "reason": "the lock is not held with this token (its lease ended, or it was taken over)"}))
+        return 0
+    _end_holder(owner)
+    fd = os.open(opts.path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + opts.wait
+        while not _try_flock(fd):
+            if time.monotonic() >= deadline:
+                print(json.dumps({"released": False, "owner": owner, "reason": "the holder did not exit"}))
+                return 1
+            time.sleep(opts.interval)
+        if _read_owner(opts.path).get("token") == opts.token:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+    print(json.dumps({"released": True, "owner": owner}))
+    return 0
+
+
+def _lock_status(opts):
+    try:
+        fd = os.open(opts.path, os.O_RDONLY)  # flock needs no write access; nothing is exec'd here
+    except FileNotFoundError:
+        print(json.dumps({"held": False, "owner": {}}))
+        return 0
+    try:
+        held = not _try_flock(fd)
+    finally:
+        os.close(fd)
+    print(json.dumps({"held": held, "owner": _read_owner(opts.path) if held else {}}))
+    return 0
+
+
+def _lock_hold(opts):
+    os.write(opts.ready_fd, b"ok")
+    os.close(opts.ready_fd)
+    while True:  # SIGTERM's default action ends it; the flock goes with it
+        left = opts.until - time.time()
+        if left <= 0:
+            return 0
+        time.sleep(min(left, 60))
+
+
+def cmd_lock():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang lock")
+    sub = parser.add_subparsers(dest="action", required=True)
+    acquire = sub.add_parser("acquire")
+    acquire.add_argument("--owner-json", required=True)
+    acquire.add_argument("--ttl", type=float, default=3600)
+    acquire.add_argument("--wait", type=float, default=0)
+    acquire.add_argument("--steal", default="")
+    release = sub.add_parser("release")
+    release.add_argument("--token", required=True)
+    release.add_argument("--wait", type=float, default=10)
+    status = sub.add_parser("status")
+    hold = sub.add_parser("hold")
+    hold.add_argument("--ready-fd", type=int, required=True)
+    hold.add_argument("--token", required=True)
+    hold.add_argument("--until", type=float, required=True)
+    for each in (acquire, release, status, hold):
+        each.add_argument("--path", default=LOCK_PATH)
+        each.add_argument("--interval", type=float, default=0.5)
+    opts = parser.parse_args(sys.argv[2:])
+    return {"acquire": _lock_acquire, "release": _lock_release, "status": _lock_status,
+            "hold": _lock_hold}[opts.action](opts)
+
+
 COMMANDS = {
     "gate": cmd_gate,
+    "lock": cmd_lock,
     "validate-args": cmd_validate_args,
     "env-proof": cmd_env_proof,
     "worker-env": cmd_worker_env,

@@ -1,0 +1,122 @@
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+name: controller_run
+short_description: This ansible-playbook run as a lock owner, or whether a recorded run still lives
+version_added: 0.1.0
+description:
+  - Without O(check), returns this run's identity as the sglang_server lifecycle lock records it, read on the
+    controller; the C(ansible-playbook) process is the outermost ancestor of this process with the same command
+    line (Ansible's workers are forks of it).
+  - With O(check), says whether the run it describes is still alive, as far as this controller can tell.
+    V(alive) or V(dead) when it ran on this controller (same host name and boot); V(dead) also when this host
+    booted since; V(unknown) when it ran on another controller or the record lacks a field (nothing here can
+    tell).
+options:
+  check:
+    description: A run identity returned earlier (by this lookup, on any controller).
+    type: dict
+author:
+  - gpuserve engineers (@gpuserve)
+'''
+
+EXAMPLES = r'''
+- name: Who is this run
+  ansible.builtin.debug:
+    msg: "{{ lookup('gpuserve.sglang.controller_run') }}"
+
+- name: Is the run that holds the lock still running?
+  ansible.builtin.debug:
+    msg: "{{ lookup('gpuserve.sglang.controller_run', check=holder.run) }}"
+'''
+
+RETURN = r'''
+_raw:
+  description:
+    - Without O(check), one dict with C(host), C(boot_id), C(pid), C(start_ticks) (the process start in clock
+      ticks after boot, which tells a reused PID apart), C(started) (ISO 8601 UTC), C(user) and C(playbooks) (the
+      command line's arguments ending in C(.yml) or C(.yaml)).
+    - With O(check), one of V(alive), V(dead), V(unknown).
+  type: list
+  elements: raw
+'''
+
+import getpass
+import os
+import socket
+import time
+
+from ansible.plugins.lookup import LookupBase
+
+
+def _read(path):
+    with open(path, 'rb') as handle:
+        return handle.read()
+
+
+def _stat(pid, proc):
+    """(ppid, start ticks) of pid from /proc/PID/stat (the command name may hold spaces and parentheses)."""
+    fields = _read(os.path.join(proc, str(pid), 'stat')).rsplit(b')', 1)[1].split()
+    return int(fields[1]), int(fields[19])
+
+
+def _cmdline(pid, proc):
+    try:
+        return _read(os.path.join(proc, str(pid), 'cmdline'))
+    except OSError:
+        return None
+
+
+def controller_pid(pid, proc='/proc'):
+    """The outermost ancestor of pid (itself included) with pid's command line."""
+    own = _cmdline(pid, proc)
+    while True:
+        ppid = _stat(pid, proc)[0]
+        if ppid <= 1 or _cmdline(ppid, proc) != own:
+            return pid
+        pid = ppid
+
+
+def boot_id(proc='/proc'):
+    return _read(os.path.join(proc, 'sys', 'kernel', 'random', 'boot_id')).decode().strip()
+
+
+def boot_time(proc='/proc'):
+    for line in _read(os.path.join(proc, 'stat')).decode().splitlines():
+        if line.startswith('btime '):
+            return int(line.split()[1])
+    raise ValueError('no btime in %s/stat' % proc)
+
+
+def identity(pid=None, proc='/proc', hostname=socket.gethostname, user=getpass.getuser):
+    pid = controller_pid(os.getpid() if pid is None else pid, proc)
+    ticks = _stat(pid, proc)[1]
+    started = boot_time(proc) + ticks / os.sysconf('SC_CLK_TCK')
+    argv = [a.decode(errors='replace') for a in (_cmdline(pid, proc) or b'').split(b'\0') if a]
+    return dict(host=hostname(), boot_id=boot_id(proc), pid=pid, start_ticks=ticks,
+                started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started)), user=user(),
+                playbooks=[a for a in argv[1:] if a.endswith(('.yml', '.yaml'))])
+
+
+def state(run, proc='/proc', hostname=socket.gethostname):
+    """alive | dead | unknown for a run identity."""
+    if any(run.get(key) is None for key in ('host', 'boot_id', 'pid', 'start_ticks')) or run['host'] != hostname():
+        return 'unknown'
+    if run.get('boot_id') != boot_id(proc):
+        return 'dead'  # this controller booted since that run started
+    try:
+        ticks = _stat(run['pid'], proc)[1]
+    except (OSError, IndexError, ValueError):
+        return 'dead'
+    return 'alive' if ticks == run['start_ticks'] else 'dead'  # else the PID was reused
+
+
+class LookupModule(LookupBase):
+
+    def run(self, terms, variables=None, **kwargs):
+        check = kwargs.get('check')
+        if check is not None:
+            return [state(check)]
+        return [identity()]

@@ -1,0 +1,394 @@
+"""gpuserve-sglang lock: the container's lifecycle lock, with real flock(2) and real holder processes.
+
+Each test uses a lock file of its own under tmp_path; the helper runs in-process (acquire forks and execs the
+holder, `lock hold`, as in the container). Holders left by a test are ended and reaped by the fixture.
+"""
+import fcntl
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.sbin.gpuserve_sglang"
+RUN = {"host": "laptop-1", "pid": 4242, "user": "ops", "playbooks": ["playbooks/restart_server.yml"],
+       "play": "Restart the SGLang server", "started": "2026-11-30T21:00:00Z"}
+
+
+@pytest.fixture(scope="module")
+def helper():
+    return importlib.import_module(NAME)
+
+
+@pytest.fixture
+def lock(helper, monkeypatch, capsys, tmp_path):
+    """lock(action, *args) -> (rc, json); the lock file is tmp_path/run/lock (its directory does not exist yet)."""
+    path = str(tmp_path / "run" / "lock")
+    holders = []
+
+    def call(action, *args):
+        monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "lock", action, "--path", path, "--interval", "0.05"]
+                            + list(args))
+        rc = helper.main()
+        out = json.loads(capsys.readouterr().out)
+        pid = (out.get("owner") or {}).get("holder_pid") if out.get("acquired") else None
+        if pid:
+            holders.append(pid)
+        return rc, out
+
+    call.path = path
+    yield call
+    holders.extend(own_holders())  # any a test did not see (a mutant's), so no child is left for another to reap
+    for pid in holders:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in holders:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def own_holders():
+    """`lock hold` processes that are children of this process."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as stat, open("/proc/%s/cmdline" % name, "rb") as cmdline:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+                    argv = cmdline.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == os.getpid() and b"\0lock\0hold\0" in argv:
+                pids.append(int(name))
+    return pids
+
+
+def alive(pid):
+    """Running and not a zombie (holders are children of this test process until reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid, limit=5.0):
+    end = time.monotonic() + limit
+    while alive(pid):
+        assert time.monotonic() < end, "holder %d still alive" % pid
+        time.sleep(0.02)
+
+
+def flock_free(path):
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def acquire(lock, *args):
+    return lock("acquire", "--owner-json", json.dumps(RUN), *args)
+
+
+def test_a_free_lock_is_taken_and_handed_to_a_holder_process(lock):
+    before = time.time()
+    rc, out = acquire(lock, "--ttl", "60")
+    assert rc == 0 and out["acquired"] is True
+    owner = out["owner"]
+    assert out["token"] == owner["token"] and len(owner["token"]) == 16
+    assert owner["run"] == RUN
+    assert before + 59 < owner["expires"] <= time.time() + 60
+    assert owner["expires_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"]))
+    assert owner["since"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"] - 60))
+    assert out["cleared"] is None and out["ended"] == [] and out["waited_s"] < 1
+    pid = owner["holder_pid"]
+    assert alive(pid) and pid != os.getpid()
+    with open("/proc/%d/cmdline" % pid, "rb") as handle:
+        argv = handle.read().split(b"\0")
+    assert argv[2:4] == [b"lock", b"hold"] and argv[argv.index(b"--token") + 1] == owner["token"].encode()
+    # the holder has its own session and none of the caller's stdio (a pct exec would wait for it)
+    assert os.getsid(pid) == pid
+    assert all(os.readlink("/proc/%d/fd/%d" % (pid, n)) == "/dev/null" for n in (0, 1, 2))
+    with open(lock.path) as handle:
+        assert json.loads(handle.read()) == owner
+    assert oct(os.stat(lock.path).st_mode & 0o777) == "0o644"
+    assert not flock_free(lock.path)
+    assert lock("status") == (0, {"held": True, "owner": owner})
+
+
+def test_a_second_run_fails_fast_naming_the_holder(lock):
+    _, first = acquire(lock)
+    rc, out = acquire(lock)
+    assert rc == 2 and out["acquired"] is False
+    assert out["owner"] == first["owner"] and out["waited_s"] < 1
+    msg = out["message"]
+    assert msg.startswith("the lifecycle lock %s is held by another run: ansible-playbook PID 4242 on laptop-1 "
+                          "(user ops, playbooks/restart_server.yml, play 'Restart the SGLang server'), started "
+                          "2026-11-30T21:00:00Z; lock taken %s, its lease ends %s; holder PID %d here. Waited 0 s."
+                          % (lock.path, first["owner"]["since"], first["owner"]["expires_at"],
+                             first["owner"]["holder_pid"]))
+    assert msg.endswith("take the lock over with -e sglang_server_lock_steal=%s" % first["token"])
+    assert alive(first["owner"]["holder_pid"])
+
+
+def test_release_with_the_token_ends_the_holder_and_clears_the_owner(lock):
+    _, first = acquire(lock)
+    rc, out = lock("release", "--token", first["token"])
+    assert rc == 0 and out == {"released": True, "owner": first["owner"]}
+    wait_gone(first["owner"]["holder_pid"])
+    assert flock_free(lock.path)
+    with open(lock.path) as handle:
+        assert handle.read() == ""
+    assert lock("status") == (0, {"held": False, "owner": {}})
+    rc, again = acquire(lock)
+    assert rc == 0 and again["cleared"] is None
+
+
+def test_release_with_another_token_leaves_the_lock_alone(lock):
+    _, first = acquire(lock)
+    rc, out = lock("release", "--token", "0" * 16)
+    assert rc == 0 and out["released"] is False and "not held with this token" in out["reason"]
+    assert out["owner"] == first["owner"]
+    assert alive(first["owner"]["holder_pid"]) and not flock_free(lock.path)
+
+
+def test_a_holder_killed_without_release_leaves_no_lock_and_is_reported_cleared(lock):
+    _, first = acquire(lock)
+    os.kill(first["owner"]["holder_pid"], signal.SIGKILL)
+    wait_gone(first["owner"]["holder_pid"])
+    # the file still names the dead holder; status judges by the flock, not by the file
+    assert lock("status") == (0, {"held": False, "owner": {}})
+    rc, out = acquire(lock)
+    assert rc == 0 and out["cleared"] == first["owner"] and out["ended"] == []
+    assert out["token"] != first["token"]
+
+
+def test_steal_ends_the_holder_of_exactly_that_token(lock):
+    _, first = acquire(lock)
+    rc, out = acquire(lock, "--steal", first["token"])
+    assert rc == 0 and out["ended"] == [first["owner"]] and out["cleared"] == first["owner"]
+    wait_gone(first["owner"]["holder_pid"])
+    assert alive(out["owner"]["holder_pid"])
+
+
+def test_steal_with_another_token_ends_nothing(lock):
+    _, first = acquire(lock)
+    rc, out = acquire(lock, "--steal", "f" * 16)
+    assert rc == 2 and alive(first["owner"]["holder_pid"])
+
+
+def test_the_holder_ends_itself_when_its_lease_ends(lock):
+    _, first = acquire(lock, "--ttl", "0.3")
+    wait_gone(first["owner"]["holder_pid"], limit=3)
+    assert flock_free(lock.path)
+
+
+def test_a_holder_past_its_lease_is_ended(lock):
+    _, first = acquire(lock, "--ttl", "60")
+    owner = dict(first["owner"], expires=time.time() - 1)
+    with open(lock.path, "w") as handle:
+        handle.write(json.dumps(owner))
+    rc, out = acquire(lock)
+    assert rc == 0 and out["ended"] == [owner]
+    wait_gone(first["owner"]["holder_pid"])
+
+
+def test_a_second_run_waits_for_the_first_to_finish(lock):
+    _, first = acquire(lock, "--ttl", "0.5")
+    rc, out = acquire(lock, "--wait", "10")
+    assert rc == 0 and 0.2 < out["waited_s"] < 5
+    assert out["cleared"] == first["owner"]
+
+
+def test_waiting_gives_up_at_its_limit(lock):
+    acquire(lock)
+    start = time.monotonic()
+    rc, out = acquire(lock, "--wait", "0.4")
+    assert rc == 2 and 0.35 < time.monotonic() - start < 2 and "Waited 0 s" in out["message"]
+
+
+def test_the_message_marks_what_the_owner_does_not_say(helper):
+    assert helper._owner_message({"token": "t"}, "/run/l", 2.4) == (
+        "the lifecycle lock /run/l is held by another run: ansible-playbook PID ? on ? (user ?, playbook unknown, "
+        "play '?'), started ?; lock taken ?, its lease ends ?; holder PID ? here. Waited 2 s. Wait for that run "
+        "(sglang_server_lock_wait), or, if it is dead (killed on another machine), take the lock over with "
+        "-e sglang_server_lock_steal=t")
+    assert helper._owner_message({"run": {"playbooks": ["a.yml", "b.yml"]}}, "/run/l", 0).endswith(
+        "(user ?, a.yml b.yml, play '?'), started ?; lock taken ?, its lease ends ?; holder PID ? here. Waited 0 s. "
+        "Wait for that run (sglang_server_lock_wait), or, if it is dead (killed on another machine), take the lock "
+        "over with -e sglang_server_lock_steal=?")
+
+
+def test_a_lock_held_before_its_owner_is_written(lock, tmp_path):
+    os.makedirs(os.path.dirname(lock.path))
+    fd = os.open(lock.path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        rc, out = acquire(lock)
+        assert rc == 2 and out["owner"] == {}
+        assert out["message"] == ("the lifecycle lock %s is held, and its owner is not written (yet): empty; "
+                                  "waited 0 s" % lock.path)
+        os.write(fd, b"half a json {")
+        rc, out = acquire(lock)
+        assert out["owner"] == {"_unreadable": "half a json {"}
+        assert "owner is not written (yet): half a json {;" in out["message"]
+    finally:
+        os.close(fd)
+
+
+def test_a_holder_that_cannot_start_fails_the_acquire_and_holds_nothing(lock, monkeypatch, helper):
+    monkeypatch.setattr(helper.sys, "executable", "/nonexistent/python3")
+    forked, fork = [], os.fork
+
+    def recording_fork():
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(helper.os, "fork", recording_fork)
+    rc, out = acquire(lock)
+    assert rc == 1 and out == {"acquired": False, "owner": {}, "waited_s": 0.0,
+                               "message": "the lock holder process did not start"}
+    assert flock_free(lock.path)
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):  # the child whose exec failed was reaped
+        os.waitpid(forked[0], os.WNOHANG)
+
+
+def test_a_holder_that_hangs_before_it_runs_is_ended_and_the_acquire_fails(lock, monkeypatch, helper, tmp_path):
+    hang = tmp_path / "hang"
+    hang.write_text("#!/bin/sh\nexec sleep 30\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(helper.sys, "executable", str(hang))
+    monkeypatch.setattr(helper, "HOLDER_START_S", 0.3)
+    forked, fork = [], os.fork
+
+    def recording_fork():
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(helper.os, "fork", recording_fork)
+    start = time.monotonic()
+    rc, out = acquire(lock)
+    assert rc == 1 and out["message"] == "the lock holder process did not start"
+    assert 0.3 <= time.monotonic() - start < 5
+    assert flock_free(lock.path)
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(forked[0], os.WNOHANG)
+
+
+def test_a_holder_has_ten_seconds_to_start(helper):
+    assert helper.HOLDER_START_S == 10
+
+
+def test_release_gives_up_when_the_holder_does_not_exit(lock, helper, monkeypatch):
+    _, first = acquire(lock)
+    monkeypatch.setattr(helper, "_end_holder", lambda owner: False)
+    rc, out = lock("release", "--token", first["token"], "--wait", "0.2")
+    assert rc == 1 and out == {"released": False, "owner": first["owner"], "reason": "the holder did not exit"}
+
+
+def test_hold_says_it_runs_then_holds_until_its_lease_ends(helper, monkeypatch):
+    """In-process (the tests above run it as the real holder process, which mutation testing cannot see)."""
+    read, write = os.pipe()
+    slept = []
+    now = [1000.0]
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(helper.time, "time", lambda: now[0])
+    monkeypatch.setattr(helper.time, "sleep", sleep)
+    opts = type("Opts", (), {"ready_fd": write, "until": 1000.0 + 150.5})
+    assert helper._lock_hold(opts) == 0
+    assert os.read(read, 10) == b"ok"  # and nothing more: the end was closed
+    assert os.read(read, 10) == b""
+    assert slept == [60, 60, 30.5]
+    os.close(read)
+
+
+def test_hold_with_its_lease_over_returns_at_once(helper, monkeypatch):
+    read, write = os.pipe()
+    monkeypatch.setattr(helper.time, "sleep", lambda seconds: pytest.fail("slept"))
+    opts = type("Opts", (), {"ready_fd": write, "until": time.time() - 1})
+    assert helper._lock_hold(opts) == 0
+    os.close(read)
+
+
+def test_status_without_a_lock_file(lock):
+    assert lock("status") == (0, {"held": False, "owner": {}})
+
+
+@pytest.mark.parametrize("text, owner", [
+    (None, {}), ("", {}), ("  \n", {}), ('{"token": "a"}', {"token": "a"}),
+    ("[1, 2]", {"_unreadable": "[1, 2]"}), ("x" * 300, {"_unreadable": "x" * 200}),
+])
+def test_read_owner(helper, tmp_path, text, owner):
+    path = tmp_path / "lock"
+    if text is not None:
+        path.write_text(text)
+    assert helper._read_owner(str(path)) == owner
+
+
+@pytest.mark.parametrize("owner", [
+    {}, {"holder_pid": 1, "token": "t"}, {"holder_pid": "12", "token": "t"}, {"holder_pid": 12, "token": ""},
+    {"holder_pid": 999999999, "token": "t"},
+])
+def test_is_holder_refuses_what_is_not_a_live_holder(helper, owner):
+    assert helper._is_holder(owner) is False
+
+
+def test_is_holder_refuses_a_reused_pid(helper, monkeypatch):
+    # the PID now runs something else, or another holder (another token)
+    argvs = {7: b"/usr/bin/python3\0/x\0lock\0hold\0--token\0other\0",
+             8: b"sshd\0-D\0", 9: b"/usr/bin/python3\0/x\0lock\0hold\0--token\0"}
+    monkeypatch.setattr(helper, "_read", lambda pid, name: argvs[pid])
+    assert [helper._is_holder({"holder_pid": pid, "token": "mine"}) for pid in (7, 8, 9)] == [False] * 3
+    argvs[7] = b"/usr/bin/python3\0/x\0lock\0hold\0--token\0mine\0--until\0"
+    assert helper._is_holder({"holder_pid": 7, "token": "mine"}) is True
+
+
+def test_is_holder_never_names_init_a_pid_that_is_not_a_number_or_an_empty_token(helper, monkeypatch):
+    # every PID "is" a holder of token mine here: only the owner's own fields can refuse
+    monkeypatch.setattr(helper, "_read", lambda pid, name: b"/usr/bin/python3\0/x\0lock\0hold\0--token\0mine\0")
+    assert helper._is_holder({"holder_pid": 12, "token": "mine"}) is True
+    for owner in ({"holder_pid": 1, "token": "mine"}, {"holder_pid": 0, "token": "mine"},
+                  {"holder_pid": "12", "token": "mine"}, {"holder_pid": 12.0, "token": "mine"},
+                  {"holder_pid": 12, "token": ""}, {"holder_pid": 12}, {"token": "mine"}):
+        assert helper._is_holder(owner) is False, owner
+    monkeypatch.setattr(helper, "_read", lambda pid, name: b"/usr/bin/python3\0/x\0lock\0status\0--token\0mine\0")
+    assert helper._is_holder({"holder_pid": 12, "token": "mine"}) is False  # not `hold`
+
+
+def test_end_holder_of_a_holder_that_just_exited(helper, monkeypatch):
+    monkeypatch.setattr(helper, "_is_holder", lambda owner: True)
+    monkeypatch.setattr(helper.os, "kill", lambda pid, sig: (_ for _ in ()).throw(ProcessLookupError()))
+    assert helper._end_holder({"holder_pid": 12, "token": "t"}) is False
+
+
+def test_defaults(helper, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(helper, "_lock_acquire", lambda opts: seen.update(vars(opts)) or 0)
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "lock", "acquire", "--owner-json", "{}"])
+    assert helper.main() == 0
+    assert seen == {"action": "acquire", "owner_json": "{}", "ttl": 3600, "wait": 0, "steal": "",
+                    "path": "/run/gpuserve/sglang-lifecycle.lock", "interval": 0.5}
+    monkeypatch.setattr(helper, "_lock_release", lambda opts: seen.update(vars(opts)) or 0)
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "lock", "release", "--token", "t"])
+    helper.main()
+    assert seen["wait"] == 10 and seen["token"] == "t"
