@@ -54,6 +54,12 @@ def helper():
     return importlib.import_module(NAME)
 
 
+@pytest.fixture(autouse=True)
+def own_sys_path(monkeypatch, helper):
+    """`gate` puts its --lib first on sys.path: each test gets a copy without it, and leaves the real one alone."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != helper.GATE_LIB])
+
+
 @pytest.fixture
 def smi(tmp_path):
     """smi(answers, apps='') writes the scenario and returns the fake's path; smi.log() reads the calls."""
@@ -233,7 +239,6 @@ def test_gate_passes_every_option_through(helper, monkeypatch, capsys):
         return {"gpus": [], "polls": 1, "elapsed_s": 0.0, "passed": True}
 
     monkeypatch.setattr(mod, "run_gate", capture)
-    monkeypatch.setattr(sys, "path", list(sys.path))
     rc, _, _ = gate(helper, monkeypatch, capsys, "--expected-count", "4", "--max-used-mib", "7", "--timeout", "9",
                     "--poll-interval", "0.3", "--nvidia-smi", "/opt/smi", "--nvidia-smi-timeout", "3")
     assert rc == 0
@@ -263,7 +268,6 @@ def test_result_timed_out(helper, rc, timed_out):
 
 def test_lib_goes_first_on_the_path_once(helper, smi, monkeypatch, capsys, tmp_path):
     lib = str(tmp_path / "lib")
-    monkeypatch.setattr(sys, "path", list(sys.path))
     fake = smi([{"out": gpus()}])
     gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake, "--lib", lib)
     gate(helper, monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake, "--lib", lib)

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -42,6 +43,8 @@ def lock(helper, monkeypatch, capsys, tmp_path):
     call.path = path
     yield call
     holders.extend(own_holders())  # any a test did not see (a mutant's), so no child is left for another to reap
+    # never 0, -1 or 1: a mutant that reports PID 0 would have this kill its own process group
+    holders = sorted(set(pid for pid in holders if isinstance(pid, int) and pid > 1))
     for pid in holders:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -110,7 +113,9 @@ def test_a_free_lock_is_taken_and_handed_to_a_holder_process(lock):
     assert owner["run"] == RUN
     assert before + 59 < owner["expires"] <= time.time() + 60
     assert owner["expires_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"]))
-    assert owner["since"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"] - 60))
+    # expires is rounded to the millisecond, since is not
+    assert owner["since"] in [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"] - 60 - d))
+                              for d in (0, 0.001)]
     assert out["cleared"] is None and out["ended"] == [] and out["waited_s"] < 1
     pid = owner["holder_pid"]
     assert alive(pid) and pid != os.getpid()
@@ -158,7 +163,8 @@ def test_release_with_the_token_ends_the_holder_and_clears_the_owner(lock):
 def test_release_with_another_token_leaves_the_lock_alone(lock):
     _, first = acquire(lock)
     rc, out = lock("release", "--token", "0" * 16)
-    assert rc == 0 and out["released"] is False and "not held with this token" in out["reason"]
+    assert rc == 0 and out["released"] is False
+    assert out["reason"] == "the lock is not held with this token (its lease ended, or it was taken over)"
     assert out["owner"] == first["owner"]
     assert alive(first["owner"]["holder_pid"]) and not flock_free(lock.path)
 
@@ -205,9 +211,15 @@ def test_a_holder_past_its_lease_is_ended(lock):
 
 
 def test_a_second_run_waits_for_the_first_to_finish(lock):
-    _, first = acquire(lock, "--ttl", "0.5")
-    rc, out = acquire(lock, "--wait", "10")
-    assert rc == 0 and 0.2 < out["waited_s"] < 5
+    _, first = acquire(lock)
+    # the first run's holder ends half a second into the second run's wait
+    timer = threading.Timer(0.5, os.kill, (first["owner"]["holder_pid"], signal.SIGTERM))
+    timer.start()
+    try:
+        rc, out = acquire(lock, "--wait", "10")
+    finally:
+        timer.cancel()
+    assert rc == 0 and 0.4 <= out["waited_s"] < 5
     assert out["cleared"] == first["owner"]
 
 
@@ -215,7 +227,8 @@ def test_waiting_gives_up_at_its_limit(lock):
     acquire(lock)
     start = time.monotonic()
     rc, out = acquire(lock, "--wait", "0.4")
-    assert rc == 2 and 0.35 < time.monotonic() - start < 2 and "Waited 0 s" in out["message"]
+    assert rc == 2 and 0.35 < time.monotonic() - start < 5 and 0.4 <= out["waited_s"] < 5
+    assert "Waited %.0f s." % out["waited_s"] in out["message"]
 
 
 def test_the_message_marks_what_the_owner_does_not_say(helper):
@@ -260,7 +273,7 @@ def test_a_holder_that_cannot_start_fails_the_acquire_and_holds_nothing(lock, mo
     monkeypatch.setattr(helper.os, "fork", recording_fork)
     rc, out = acquire(lock)
     assert rc == 1 and out == {"acquired": False, "owner": {}, "waited_s": 0.0,
-                               "message": "the lock holder process did not start"}
+                               "message": "the lock holder process did not start"}  # waited for no lock
     assert flock_free(lock.path)
     assert len(forked) == 1
     with pytest.raises(ChildProcessError):  # the child whose exec failed was reaped
@@ -314,11 +327,11 @@ def test_hold_says_it_runs_then_holds_until_its_lease_ends(helper, monkeypatch):
 
     monkeypatch.setattr(helper.time, "time", lambda: now[0])
     monkeypatch.setattr(helper.time, "sleep", sleep)
-    opts = type("Opts", (), {"ready_fd": write, "until": 1000.0 + 150.5})
+    opts = type("Opts", (), {"ready_fd": write, "until": 1000.0 + 120.5})
     assert helper._lock_hold(opts) == 0
     assert os.read(read, 10) == b"ok"  # and nothing more: the end was closed
     assert os.read(read, 10) == b""
-    assert slept == [60, 60, 30.5]
+    assert slept == [60, 60, 0.5]  # to the end of the lease, not a second less
     os.close(read)
 
 

@@ -655,12 +655,13 @@ def _lock_acquire(opts):
                                   "message": _owner_message(owner, opts.path, now - start)}))
                 return 2
             time.sleep(min(opts.interval, deadline - now))
+        waited = round(time.monotonic() - start, 1)
         stale = _read_owner(opts.path)  # left by a holder that died without release (killed, container reboot)
         now = time.time()
         token = secrets.token_hex(8)
         pid = _spawn_holder(fd, token, now + opts.ttl)
         if pid is None:
-            print(json.dumps({"acquired": False, "owner": {}, "waited_s": round(time.monotonic() - start, 1),
+            print(json.dumps({"acquired": False, "owner": {}, "waited_s": waited,
                               "message": "the lock holder process did not start"}))
             return 1
         owner = {"token": token, "holder_pid": pid, "since": _iso(now), "expires": round(now + opts.ttl, 3),
@@ -670,7 +671,7 @@ def _lock_acquire(opts):
         os.fsync(fd)
     finally:
         os.close(fd)  # the holder's copy of the open file keeps the lock
-    print(json.dumps({"acquired": True, "token": token, "owner": owner, "waited_s": round(time.monotonic() - start, 1),
+    print(json.dumps({"acquired": True, "token": token, "owner": owner, "waited_s": waited,
                       "cleared": stale or None, "ended": ended}))
     return 0
 
