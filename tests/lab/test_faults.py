@@ -1,0 +1,207 @@
+"""Faults in the lab (issue 18, items 2 and 3): restarts outside Ansible are gated, and two runs never interleave.
+
+A SIMULATED GPU is held by a process in the container (a holder of /dev/nvidia3 with GPUSIM_MIB, which the
+stand-in nvidia-smi counts); `systemctl restart sglang` inside the container must wait in the unit's
+ExecStartPre gate and launch nothing until the memory is free, and fail when it stays held past the gate's
+timeout. Two restart_server.yml runs at once: the second fails fast naming the first, or waits for it; a run
+killed with SIGKILL leaves a lock the next run of this controller clears. Needs a deployed lab
+(scripts/deploy); leaves the server running (not the manifest's verified process: the next deploy restarts it).
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from labutil import LAB_MARKS, VMID, gpu_memory_used
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.dirname(sys.executable)
+HELPER = "/usr/local/sbin/gpuserve-sglang"
+UNIT_FILE = "/etc/systemd/system/sglang.service"
+DROPIN = "/run/systemd/system/sglang.service.d/50-test-faults-gate.conf"
+HOLDER_UNIT = "gpusim-test-holder"
+HELD_GPU = 3
+
+pytestmark = LAB_MARKS
+
+
+def pct(*argv, check=True, stdin=None, timeout=120):
+    return subprocess.run(["/usr/sbin/pct", "exec", VMID, "--"] + list(argv), capture_output=True, text=True,
+                          check=check, input=stdin, timeout=timeout)
+
+
+def unit_state():
+    out = pct("systemctl", "show", "sglang.service", "--property=ActiveState,SubState,MainPID").stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def schedulers():
+    """sglang::scheduler* processes in the container: a launched server."""
+    return pct("pgrep", "-f", "^sglang::scheduler", check=False).stdout.split()
+
+
+def hold_gpu(mib=81920):
+    """A process in the container holding the SIMULATED /dev/nvidiaN (as a stuck SGLang worker would)."""
+    pct("systemd-run", "--unit", HOLDER_UNIT, "-E", "GPUSIM_MIB=%d" % mib, "/usr/bin/python3", "-c",
+        "import time; f = open('/dev/nvidia%d', 'rb'); time.sleep(3600)" % HELD_GPU)
+    wait_for(lambda: gpu_memory_used()[HELD_GPU] > 0, 30, "the holder's memory on GPU %d" % HELD_GPU)
+
+
+def free_gpu():
+    pct("systemctl", "stop", HOLDER_UNIT, check=False)
+
+
+def wait_for(predicate, limit, what):
+    end = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > end:
+            pytest.fail("waited %s s for %s" % (limit, what), pytrace=False)
+        time.sleep(0.2)
+
+
+def wait_ready(budget=120):
+    out = pct("/usr/bin/python3", HELPER, "wait-ready", "--port", "30000", "--budget", str(budget), check=False,
+              timeout=budget + 30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def journal_since(cursor_time):
+    return pct("journalctl", "-u", "sglang.service", "--since", cursor_time, "--no-pager", "-o", "cat").stdout
+
+
+def container_now():
+    return pct("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
+
+
+@pytest.fixture
+def server_running(lab_up):
+    """A served lab (scripts/deploy); afterwards the held GPU is freed and the server runs again."""
+    if pct("systemctl", "is-active", "sglang.service", check=False).stdout.strip() != "active":
+        pytest.fail("sglang.service is not active: run scripts/deploy first", pytrace=False)
+    yield
+    free_gpu()
+    pct("rm", "-f", DROPIN, check=False)
+    pct("systemctl", "daemon-reload", check=False)
+    wait_for(lambda: gpu_memory_used()[HELD_GPU] == 0, 30, "GPU %d to be free" % HELD_GPU)
+    if pct("systemctl", "is-active", "sglang.service", check=False).stdout.strip() != "active":
+        pct("systemctl", "reset-failed", "sglang.service", check=False)
+        pct("systemctl", "start", "sglang.service", timeout=300)
+    wait_ready()
+
+
+def test_a_hand_restart_waits_for_held_gpu_memory_and_starts_once_it_is_free(server_running):
+    since = container_now()
+    pct("systemctl", "stop", "sglang.service")
+    wait_for(lambda: not any(gpu_memory_used()), 30, "the stopped server's memory to be released")
+    hold_gpu()
+    pct("systemctl", "restart", "--no-block", "sglang.service")
+    # the gate holds the start: nothing is launched while GPU 3 holds memory
+    wait_for(lambda: unit_state()["SubState"] == "start-pre", 30, "the unit to enter its ExecStartPre")
+    for _ in range(10):
+        state = unit_state()
+        assert (state["ActiveState"], state["SubState"]) == ("activating", "start-pre"), state
+        assert schedulers() == []
+        time.sleep(0.3)
+    free_gpu()
+    ready = wait_ready()
+    assert ready["ready"] is True
+    assert len(schedulers()) == 8
+    log = journal_since(since)
+    passes = re.findall(r"gpuserve-sglang gate: 8 GPU\(s\) at or under 0 MiB after (\d+) poll\(s\)", log)
+    assert passes and int(passes[-1]) > 1, log[-3000:]
+
+
+def test_a_hand_restart_fails_while_memory_stays_held(server_running):
+    # the unit's own gate line, with a 3 s timeout instead of the default, in a runtime drop-in
+    line = [entry for entry in pct("cat", UNIT_FILE).stdout.splitlines() if entry.startswith("ExecStartPre=")]
+    assert len(line) == 1 and " gate " in line[0], line
+    short = re.sub(r"--timeout \S+", "--timeout 3", line[0])
+    pct("mkdir", "-p", os.path.dirname(DROPIN))
+    pct("sh", "-c", "cat > %s" % DROPIN, stdin="# tests/lab/test_faults.py\n[Service]\nExecStartPre=\n%s\n" % short)
+    pct("systemctl", "daemon-reload")
+    since = container_now()
+    hold_gpu()
+    out = pct("systemctl", "restart", "sglang.service", check=False, timeout=60)
+    assert out.returncode != 0
+    assert unit_state()["ActiveState"] == "failed"
+    assert schedulers() == []
+    log = journal_since(since)
+    assert re.search(r"gpuserve-sglang gate: not starting, gate timed out after \d+ poll\(s\) in 3\.\d+ s: "
+                     r"GPU %d still holds \d+ MiB \(limit 0\)" % HELD_GPU, log), log[-3000:]
+    # free again, the same unit starts
+    free_gpu()
+    pct("systemctl", "start", "sglang.service", timeout=120)
+    assert wait_ready()["ready"] is True
+
+
+# ------------------------------------------------------------------------------------------ concurrent runs
+
+
+def playbook(*extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=VENV_BIN + ":" + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
+    return subprocess.Popen([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "inventory/lab",
+                             "playbooks/restart_server.yml"] + list(extra), cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def lock_status():
+    return json.loads(pct("/usr/bin/python3", HELPER, "lock", "status").stdout)
+
+
+def finish(proc, limit=600):
+    out, _ = proc.communicate(timeout=limit)
+    return proc.returncode, out
+
+
+def manifest_times():
+    history = pct("sh", "-c", "ls -1 /var/lib/gpuserve/history/*.json | tail -n 2").stdout.split()
+    return [json.loads(pct("cat", path).stdout)["times"] for path in history]
+
+
+def test_a_second_run_fails_fast_naming_the_first(server_running):
+    first = playbook()
+    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    holder = lock_status()["owner"]
+    assert holder["run"]["pid"] == first.pid
+    assert holder["run"]["playbooks"] == ["playbooks/restart_server.yml"]
+    start = time.monotonic()
+    rc, out = finish(playbook())
+    assert rc != 0 and time.monotonic() - start < 60
+    assert ("is held by another run: ansible-playbook PID %d on %s (user root, playbooks/restart_server.yml, "
+            "play 'Restart SGLang through the verified lifecycle'), started %s"
+            % (first.pid, holder["run"]["host"], holder["run"]["started"])) in out, out[-3000:]
+    rc, out = finish(first)
+    assert rc == 0, out[-3000:]
+    assert lock_status() == {"held": False, "owner": {}}
+
+
+def test_a_second_run_that_waits_runs_after_the_first(server_running):
+    first = playbook()
+    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    second = playbook("-e", "sglang_server_lock_wait=600")
+    rc1, out1 = finish(first)
+    rc2, out2 = finish(second)
+    assert rc1 == 0, out1[-3000:]
+    assert rc2 == 0, out2[-3000:]
+    a, b = manifest_times()
+    assert b["begin"] >= a["done"], (a, b)  # the second lifecycle began after the first ended: no interleaving
+
+
+def test_a_killed_run_leaves_a_lock_the_next_run_of_this_controller_clears(server_running):
+    first = playbook()
+    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate()
+    status = lock_status()
+    assert status["held"] is True and status["owner"]["run"]["pid"] == first.pid  # the holder outlives its run
+    rc, out = finish(playbook())
+    assert rc == 0, out[-3000:]
+    assert "cleared the lifecycle lock of a run that is gone: ansible-playbook PID %d" % first.pid in out, out[-3000:]
+    assert lock_status() == {"held": False, "owner": {}}
