@@ -88,7 +88,9 @@ def server_running(lab_up):
     free_gpu()
     pct("rm", "-f", DROPIN, check=False)
     pct("systemctl", "daemon-reload", check=False)
-    wait_for(lambda: gpu_memory_used()[HELD_GPU] == 0, 30, "GPU %d to be free" % HELD_GPU)
+    # the holder is gone (GPU 3's memory may still be the running server's own)
+    wait_for(lambda: pct("systemctl", "is-active", HOLDER_UNIT, check=False).stdout.strip() != "active", 30,
+             "the test's GPU holder to stop")
     if pct("systemctl", "is-active", "sglang.service", check=False).stdout.strip() != "active":
         pct("systemctl", "reset-failed", "sglang.service", check=False)
         pct("systemctl", "start", "sglang.service", timeout=300)

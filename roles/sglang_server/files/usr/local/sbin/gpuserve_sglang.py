@@ -627,10 +627,11 @@ def _spawn_holder(fd, token, until):
     with os.fdopen(ready_r, "rb") as ready:
         started = bool(select.select([ready], [], [], HOLDER_START_S)[0]) and ready.read(2) == b"ok"
     if not started:  # its exec failed, or it hangs before it runs: end it, reap it
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if pid > 1:  # never 0 (this whole process group) or 1, whatever went wrong above
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         os.waitpid(pid, 0)
         return None
     return pid
