@@ -308,6 +308,32 @@ def test_a_holder_has_ten_seconds_to_start(helper):
     assert helper.HOLDER_START_S == 10
 
 
+def test_release_when_a_waiting_run_takes_the_lock_the_moment_the_holder_exits(lock, helper, monkeypatch):
+    _, first = acquire(lock)
+    end_holder = helper._end_holder
+    taken = {}
+
+    def end_then_next_run_takes_it(owner):
+        signalled = end_holder(owner)
+        wait_gone(owner["holder_pid"])
+        taken["fd"] = os.open(lock.path, os.O_RDWR)  # the next run's acquire, between our exit and our flock
+        fcntl.flock(taken["fd"], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(taken["fd"], b'{"token": "next-run"}\n', 0)
+        return signalled
+
+    monkeypatch.setattr(helper, "_end_holder", end_then_next_run_takes_it)
+    try:
+        start = time.monotonic()
+        rc, out = lock("release", "--token", first["token"], "--wait", "5")
+        assert rc == 0 and out == {"released": True, "owner": first["owner"]}
+        assert time.monotonic() - start < 2  # not the whole --wait
+        with open(lock.path) as handle:
+            assert json.loads(handle.read().splitlines()[0]) == {"token": "next-run"}  # the next run's owner stays
+        assert not flock_free(lock.path)
+    finally:
+        os.close(taken["fd"])
+
+
 def test_release_gives_up_when_the_holder_does_not_exit(lock, helper, monkeypatch):
     _, first = acquire(lock)
     monkeypatch.setattr(helper, "_end_holder", lambda owner: False)
@@ -405,3 +431,30 @@ def test_defaults(helper, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "lock", "release", "--token", "t"])
     helper.main()
     assert seen["wait"] == 10 and seen["token"] == "t"
+
+
+@pytest.mark.parametrize("stat, cmdline, gone", [
+    (None, None, True),                                                  # no such PID
+    (b"77 (python3) Z 1 77", b"", True),                                 # a zombie: its files are closed
+    (b"77 (python3) X 1 77", b"", True),
+    (b"77 (python3) R 1 77", b"", False),                                # exiting, files maybe still open
+    (b"77 (python3) S 1 77", b"python3\0gpuserve-sglang\0lock\0hold\0--token\0abc\0", False),  # our holder
+    (b"77 (sshd) S 1 77", b"sshd\0-D\0", True),                          # the PID reused by another program
+    (b"77 (python3", b"x\0", True),                                     # a stat that cannot be read
+])
+def test_holder_gone(helper, monkeypatch, stat, cmdline, gone):
+    def read(pid, name):
+        assert pid == 77
+        value = {"stat": stat, "cmdline": cmdline}[name]
+        if value is None:
+            raise FileNotFoundError(name)
+        return value
+
+    monkeypatch.setattr(helper, "_read", read)
+    assert helper._holder_gone({"holder_pid": 77, "token": "abc"}) is gone
+
+
+@pytest.mark.parametrize("pid", [None, "77", 0, 1, -1])
+def test_holder_gone_never_for_a_pid_that_is_not_one(helper, monkeypatch, pid):
+    monkeypatch.setattr(helper, "_read", lambda pid, name: pytest.fail("read /proc for %r" % pid))
+    assert helper._holder_gone({"holder_pid": pid, "token": "abc"}) is False

@@ -580,6 +580,21 @@ def _is_holder(owner):
     return b"hold" in argv and b"--token" in argv and argv[argv.index(b"--token") + 1:][:1] == [token.encode()]
 
 
+def _holder_gone(owner):
+    """The owner's holder has exited, its files (and with them the flock) closed: no such PID, a zombie, or the
+    PID reused by another program. An exiting holder whose files are still open reads as an empty cmdline, not
+    yet as a zombie, so an empty cmdline alone proves nothing."""
+    pid = owner.get("holder_pid")
+    if not isinstance(pid, int) or pid <= 1:
+        return False
+    try:
+        state = _read(pid, "stat").rsplit(b")", 1)[1].split()[0]
+        argv = _read(pid, "cmdline")
+    except (OSError, IndexError):
+        return True
+    return state in (b"Z", b"X") or (argv != b"" and not _is_holder(owner))
+
+
 def _end_holder(owner):
     """SIGTERM to the owner's holder when it is verifiably ours; True when signalled."""
     if not _is_holder(owner):
@@ -688,12 +703,17 @@ def _lock_release(opts):
     try:
         deadline = time.monotonic() + opts.wait
         while not _try_flock(fd):
+            # Our holder gone while the flock is still taken: a waiting run took it the moment it was free.
+            # Released; that run's owner is not ours to clear.
+            if _holder_gone(owner):
+                break
             if time.monotonic() >= deadline:
                 print(json.dumps({"released": False, "owner": owner, "reason": "the holder did not exit"}))
                 return 1
             time.sleep(opts.interval)
-        if _read_owner(opts.path).get("token") == opts.token:
-            os.ftruncate(fd, 0)
+        else:
+            if _read_owner(opts.path).get("token") == opts.token:
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)
     print(json.dumps({"released": True, "owner": owner}))
