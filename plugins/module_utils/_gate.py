@@ -55,11 +55,40 @@ def container_of(pid, proc_root='/proc'):
     return 'the host'
 
 
+def state_of(pid, proc_root='/proc'):
+    """The process state letter from /proc/PID/stat ('R', 'S', 'D', 'Z', ...), or None when it cannot be read
+    (the process is gone, or another PID namespace)."""
+    try:
+        with open(os.path.join(proc_root, str(pid), 'stat')) as f:
+            text = f.read()
+    except OSError:
+        return None
+    # "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so the state follows the last ')'.
+    fields = text[text.rfind(')') + 1:].split()
+    return fields[0] if fields else None
+
+
+# What to do when the memory does not go: a holder in uninterruptible sleep, or memory no process holds.
+STUCK_ADVICE = (
+    'A process in state D (uninterruptible sleep) is inside the driver and ends only when that call returns, '
+    'SIGKILL or not: a killed SGLang scheduler can take tens of seconds there while its GPU memory is torn down. '
+    'Wait and run again (or raise the gate timeout); if it stays in D for minutes, check dmesg for Xid errors: '
+    'the GPU then needs a reset (nvidia-smi -r) or the host a reboot')
+ORPHAN_ADVICE = (
+    'Memory that no listed process holds is still being freed by the driver after its process exited, or '
+    'belongs to a process nvidia-smi cannot see from here (another PID namespace: run the gate on the PVE host). '
+    'Wait and run again (or raise the gate timeout); if it stays, check dmesg for Xid errors')
+
+
 def describe(holder):
     where = holder['container']
     if where is None:
-        return 'pid %d (container unknown)' % holder['pid']
-    return 'pid %d %s %s' % (holder['pid'], 'on' if where == 'the host' else 'in', where)
+        text = 'pid %d (container unknown)' % holder['pid']
+    else:
+        text = 'pid %d %s %s' % (holder['pid'], 'on' if where == 'the host' else 'in', where)
+    if holder.get('state') == 'D':
+        text += ' in state D'
+    return text
 
 
 def poll(read, max_used_mib, timeout, interval, clock=time.monotonic, sleep=time.sleep, max_polls=None):
@@ -92,7 +121,8 @@ def name_holders(reader, over, local, proc_root='/proc'):
     for app in reader.apps():
         if app['uuid'] in uuids:
             holders.append(dict(gpu=uuids[app['uuid']], pid=app['pid'], used_mib=app['used_mib'],
-                                container=container_of(app['pid'], proc_root) if local else None))
+                                container=container_of(app['pid'], proc_root) if local else None,
+                                state=state_of(app['pid'], proc_root) if local else None))
     return holders
 
 
@@ -103,6 +133,17 @@ def failure_message(over, max_used_mib, holders):
         parts.append('GPU %d still holds %d MiB (limit %d): %s' % (
             gpu['index'], gpu['used_mib'], max_used_mib, ', '.join(names) or 'no compute process listed'))
     return '; '.join(parts)
+
+
+def advice(over, holders):
+    """What to do, for the failure message: holders in state D, and GPUs whose memory no listed process holds
+    (pass only holders that were read: an unknown list proves nothing)."""
+    texts = []
+    if any(h.get('state') == 'D' for h in holders):
+        texts.append(STUCK_ADVICE)
+    if any(not any(h['gpu'] == gpu['index'] for h in holders) for gpu in over):
+        texts.append(ORPHAN_ADVICE)
+    return ''.join('. ' + text for text in texts)
 
 
 def make_reader(params, runner):
@@ -148,17 +189,19 @@ def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.mon
             return base
         holders = []
         holder_note = ''
+        what_to_do = ''
         if params['name_holders']:
             try:
                 smi = reader if isinstance(reader, SmiReader) else SmiReader(
                     runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
                 holders = name_holders(smi, over, runner.local, proc_root)
+                what_to_do = advice(over, holders)
             except SmiError as exc:
                 holder_note = ' (holders unknown: %s)' % exc.msg
         base['holders'] = holders
-        msg = 'gate %s after %d poll(s) in %.2f s: %s%s' % (
+        msg = 'gate %s after %d poll(s) in %.2f s: %s%s%s' % (
             'read once (check mode)' if check_mode else 'timed out', base['polls'], base['elapsed_s'],
-            failure_message(over, params['max_used_mib'], holders), holder_note)
+            failure_message(over, params['max_used_mib'], holders), holder_note, what_to_do)
         raise GateFailed(msg, base)
     except SmiError as exc:
         base.update(raw=exc.raw, rc=exc.rc, stderr=exc.stderr, cmd=exc.cmd)

@@ -45,9 +45,11 @@ def schedulers():
     return pct("pgrep", "-f", "^sglang::scheduler", check=False).stdout.split()
 
 
-def hold_gpu(mib=81920):
-    """A process in the container holding the SIMULATED /dev/nvidiaN (as a stuck SGLang worker would)."""
-    pct("systemd-run", "--unit", HOLDER_UNIT, "-E", "GPUSIM_MIB=%d" % mib, "/usr/bin/python3", "-c",
+def hold_gpu(mib=81920, linger=None):
+    """A process in the container holding the SIMULATED /dev/nvidiaN (as a stuck SGLang worker would); with
+    linger, its memory stays that many seconds after it is killed (GPUSIM_LINGER_S: the driver still freeing)."""
+    pct("systemd-run", "--unit", HOLDER_UNIT, "-E", "GPUSIM_MIB=%d" % mib,
+        *(["-E", "GPUSIM_LINGER_S=%g" % linger] if linger else []), "/usr/bin/python3", "-c",
         "import time; f = open('/dev/nvidia%d', 'rb'); time.sleep(3600)" % HELD_GPU)
     wait_for(lambda: gpu_memory_used()[HELD_GPU] > 0, 30, "the holder's memory on GPU %d" % HELD_GPU)
 
@@ -207,3 +209,35 @@ def test_a_killed_run_leaves_a_lock_the_next_run_of_this_controller_clears(serve
     assert rc == 0, out[-3000:]
     assert "cleared the lifecycle lock of a run that is gone: ansible-playbook PID %d" % first.pid in out, out[-3000:]
     assert lock_status() == {"held": False, "owner": {}}
+
+
+# ------------------------------------------------------------------------------------------ stuck memory
+
+
+def last_manifest():
+    return json.loads(pct("cat", "/var/lib/gpuserve/sglang-manifest.json").stdout)
+
+
+def test_memory_that_stays_after_its_holder_is_killed_is_waited_for(server_running):
+    """gpu_release kills the holder; its memory stays 8 s more (SIMULATED); the gate waits, then the start."""
+    hold_gpu(linger=8)
+    rc, out = finish(playbook())
+    assert rc == 0, out[-3000:]
+    manifest = last_manifest()
+    assert manifest["gate"]["polls"] > 1 and manifest["gate"]["clear_at_s"][str(HELD_GPU)] >= 7, manifest["gate"]
+    assert float(manifest["times"]["release_and_gate_s"]) >= 7, manifest["times"]
+
+
+def test_memory_that_stays_past_the_gate_timeout_is_named_with_what_to_do(server_running):
+    """The same past a 3 s gate: the run fails naming GPU 3 and what to do, starts nothing; the next converges."""
+    hold_gpu(linger=20)
+    rc, out = finish(playbook("-e", "sglang_server_gate_timeout=3"))
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert re.search(r"GPU %d still holds \d+ MiB \(limit 0\): no compute process listed\. Memory that no listed "
+                     r"process holds is still being freed by the driver after its process exited" % HELD_GPU, flat), \
+        out[-3000:]
+    wait_for(lambda: gpu_memory_used()[HELD_GPU] == 0, 60, "the lingering memory to be freed")
+    rc, out = finish(playbook())
+    assert rc == 0, out[-3000:]
+    assert last_manifest()["gate"]["passed"] is True

@@ -126,6 +126,23 @@ def test_release_delay_is_configurable(env):
     assert run(env, *argv, holders={}, now=51.6, GPUSIM_RELEASE_DELAY_S="1.0")[1] == "0\n"
 
 
+def test_a_holder_with_linger_keeps_its_memory_after_its_exit_with_no_process_listed(env):
+    """Stuck memory (issue 18): GPUSIM_LINGER_S in the holder's environ replaces the release delay for it."""
+    holder = subprocess.Popen(["sleep", "30"], env=dict(os.environ, GPUSIM_MIB="1000", GPUSIM_LINGER_S="2.5"))
+    try:
+        argv = ["--query-gpu=index,memory.used", "--format=csv,noheader,nounits", "-i", "3"]
+        apps = ["--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"]
+        t = 2000.0
+        assert run(env, *argv, holders={holder.pid: {3}}, now=t)[1] == "3, 1009\n"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run(env, *argv, holders={}, now=t + 10.0)[1] == "3, 1009\n"  # first read that finds it gone
+    assert run(env, *apps, holders={}, now=t + 10.1)[1] == ""              # nobody left to name
+    assert run(env, *argv, holders={}, now=t + 12.4)[1] == "3, 1009\n"   # past the 0.17 s default
+    assert run(env, *argv, holders={}, now=t + 12.6)[1] == "3, 0\n"
+
+
 def test_units_and_header_when_not_suppressed(env):
     rc, out, _ = run(env, "--query-gpu=index,memory.used,clocks.sm,power.draw,temperature.gpu", "--format=csv",
                      "-i", "1", holders={NO_PID: {1}}, GPUSIM_DEFAULT_MIB="100")

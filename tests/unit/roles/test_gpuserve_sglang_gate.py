@@ -115,7 +115,7 @@ def test_refuses_to_start_while_memory_is_held_and_says_what_to_do(helper, smi, 
     assert rc == 1
     assert out["passed"] is False and out["polls"] >= 2
     assert "GPU 3 still holds 81929 MiB (limit 0): pid 4242 (container unknown)" in out["error"]
-    assert out["holders"] == [{"gpu": 3, "pid": 4242, "used_mib": 81920, "container": None}]
+    assert out["holders"] == [{"gpu": 3, "pid": 4242, "used_mib": 81920, "container": None, "state": None}]
     assert err == ("gpuserve-sglang gate: not starting, %s. PIDs are as this container sees them. To free the GPUs "
                    "and restart with proof, run the gpuserve lifecycle (playbooks/restart_server.yml); to see who "
                    "holds them, `fuser -v /dev/nvidia*` here and `nvidia-smi` on the PVE host.\n" % out["error"])
@@ -292,3 +292,33 @@ def test_the_two_sent_files_are_the_whole_gate_without_ansible(tmp_path, smi):
                           "--nvidia-smi", fake, "--poll-interval", "0.01"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["polls"] == 2
+
+
+def driver(helper, monkeypatch, capsys, *argv):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "driver"] + list(argv))
+    rc = helper.main()
+    out = capsys.readouterr()
+    return rc, json.loads(out.out)
+
+
+def test_driver_reads_the_one_version_with_the_collections_query(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": "580.159.04\n" * 8}])
+    rc, out = driver(helper, monkeypatch, capsys, "--nvidia-smi", fake)
+    assert (rc, out) == (0, {"driver_version": "580.159.04"})
+    assert smi.log() == [{"argv": ["--query-gpu=driver_version", "--format=csv,noheader"],
+                          "lc_all": "C", "stdin": "/dev/null"}]
+
+
+@pytest.mark.parametrize("answer, says", [
+    ({"out": "580.159.04\n570.86.15\n"}, "expected one version for every GPU"),
+    ({"out": "No devices were found\n"}, "expected one version for every GPU"),
+    ({"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18},
+     "failed (rc 18): the loaded kernel module and the NVIDIA userspace differ"),
+    ({"out": "", "rc": 0, "sleep": 5}, "did not answer within its timeout"),
+])
+def test_driver_fails_with_the_reason_when_the_read_cannot_be_trusted(helper, smi, monkeypatch, capsys, answer,
+                                                                    says):
+    fake = smi([answer])
+    rc, out = driver(helper, monkeypatch, capsys, "--nvidia-smi", fake, "--timeout", "0.5")
+    assert rc == 1
+    assert set(out) == {"error"} and says in out["error"]

@@ -66,7 +66,7 @@ def completed(stdout="", stderr="", returncode=0):
 
 # ---------------------------------------------------------------------------------------------------- main / usage
 
-USAGE = "usage: gpuserve-sglang {exec,gate,lock,validate-args,env-proof,worker-env,source,wait-ready,state} ...\n"
+USAGE = "usage: gpuserve-sglang {exec,gate,driver,lock,validate-args,env-proof,worker-env,source,wait-ready,state} ...\n"
 
 
 @pytest.mark.parametrize("argv", [[], ["start"], ["EXEC"]])

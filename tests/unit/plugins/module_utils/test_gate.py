@@ -123,7 +123,7 @@ def test_timeout_names_holders_in_containers(tmp_path):
     # reads end at 0.02 + 0.12 k; the 9th (0.98 s) sleeps only to the deadline, the 10th ends at 1.02 s
     assert result['polls'] == 10 and clock.slept[-1] == pytest.approx(0.02)
     assert [h['pid'] for h in result['holders']] == [4242, 4243, 4244, 4245, 4246]
-    assert result['holders'][0] == dict(gpu=0, pid=4242, used_mib=81920, container='CT 105')
+    assert result['holders'][0] == dict(gpu=0, pid=4242, used_mib=81920, container='CT 105', state=None)
 
 
 def test_timeout_without_listed_holder_says_so():
@@ -223,7 +223,7 @@ def test_a_runner_given_that_is_not_local_names_holders_without_a_container(tmp_
     runner = OwnRunner(clock, lambda argv: Result(argv, 0, apps if 'compute-apps' in argv[1] else four_fields(81929), ''))
     with pytest.raises(gate.GateFailed) as err:
         gate.run_gate(None, params(timeout=0.1), False, str(tmp_path), clock, clock.sleep, runner=runner)
-    assert err.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=81920, container=None)]
+    assert err.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=81920, container=None, state=None)]
 
 
 def test_nvml_backend(monkeypatch):

@@ -133,9 +133,11 @@ def test_name_holders_local_and_remote(tmp_path):
     reader = Apps([dict(uuid=UUID, pid=11, used_mib=7), dict(uuid='GPU-free', pid=12, used_mib=1),
                    dict(uuid=OTHER, pid=13, used_mib=None)])
     assert gate.name_holders(reader, over, True, str(tmp_path)) == [
-        dict(gpu=2, pid=11, used_mib=7, container='CT 105'), dict(gpu=5, pid=13, used_mib=None, container=None)]
+        dict(gpu=2, pid=11, used_mib=7, container='CT 105', state=None),
+        dict(gpu=5, pid=13, used_mib=None, container=None, state=None)]
     assert gate.name_holders(reader, over, False, str(tmp_path)) == [
-        dict(gpu=2, pid=11, used_mib=7, container=None), dict(gpu=5, pid=13, used_mib=None, container=None)]
+        dict(gpu=2, pid=11, used_mib=7, container=None, state=None),
+        dict(gpu=5, pid=13, used_mib=None, container=None, state=None)]
 
 
 @LINUX_PROC
@@ -189,7 +191,8 @@ def test_run_gate_default_is_not_check_mode_and_names_holders_from_proc():
         gate.run_gate(module, params(timeout=0.02, poll_interval=0.01))
     assert exc.value.msg.startswith('gate timed out after ')
     where = gate.container_of(os.getpid(), '/proc')
-    assert exc.value.result['holders'] == [dict(gpu=0, pid=os.getpid(), used_mib=5, container=where)]
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=os.getpid(), used_mib=5, container=where,
+                                                       state=gate.state_of(os.getpid()))]
     assert ('GPU 0 still holds 5 MiB (limit 0): ' + gate.describe(exc.value.result['holders'][0])) in exc.value.msg
 
 
@@ -204,7 +207,7 @@ def test_run_gate_failure_result_and_exact_message():
     result = exc.value.result
     assert result == dict(backend='nvidia-smi', max_used_mib=2, polls=2, passed=False, elapsed_s=0.7, raw=four_fields(12),
                           gpus=[dict(index=0, uuid=UUID, used_mib=12, total_mib=143771)], clear_at_s={},
-                          holders=[dict(gpu=0, pid=4242, used_mib=12, container=None)])
+                          holders=[dict(gpu=0, pid=4242, used_mib=12, container=None, state=None)])
     assert module.calls[-1][3:] == ['/usr/bin/pct', 'exec', '105', '--', 'nvidia-smi',
                                     '--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']
 
@@ -214,7 +217,7 @@ def test_run_gate_check_mode_exact_message():
     module = Smi(clock, used=lambda t: 3)
     with pytest.raises(gate.GateFailed) as exc:
         run(module, clock, check=True, timeout=30.0)
-    assert exc.value.msg == 'gate read once (check mode) after 1 poll(s) in 0.50 s: GPU 0 still holds 3 MiB (limit 0): no compute process listed'
+    assert exc.value.msg == 'gate read once (check mode) after 1 poll(s) in 0.50 s: GPU 0 still holds 3 MiB (limit 0): no compute process listed. ' + gate.ORPHAN_ADVICE
     assert clock.slept == []
 
 
@@ -271,7 +274,7 @@ def test_run_gate_nvml_names_holders_through_nvidia_smi(monkeypatch, tmp_path):
     module = Smi(clock, apps='%s, 4242, 9\n' % nvml_uuid)
     with pytest.raises(gate.GateFailed) as exc:
         run(module, clock, proc_root=str(tmp_path), backend='nvml', nvidia_smi='/opt/smi', nvidia_smi_timeout=2.0, timeout=0.0)
-    assert exc.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=9, container='CT 105')]
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=9, container='CT 105', state=None)]
     assert 'GPU 0 still holds 9 MiB (limit 0): pid 4242 in CT 105' in exc.value.msg
     assert module.calls == [['/usr/bin/timeout', '--kill-after=1', '2s', '/opt/smi',
                              '--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']]
@@ -296,3 +299,81 @@ def test_run_gate_selection_error_keeps_the_raw_read():
     assert exc.value.read_error is True
     assert exc.value.msg.startswith('GPU index(es) [2] not listed by nvidia-smi (it lists [0])')
     assert exc.value.result['raw'] == four_fields(0) and exc.value.result['polls'] == 0
+
+
+# ------------------------------------------------------------------ stuck memory: state D, memory with no process
+
+def write_stat(root, pid, comm, state):
+    (root / str(pid)).mkdir()
+    (root / str(pid) / 'stat').write_text('%d (%s) %s 1 %d %d 0 -1 4194560 0 0 0 0\n' % (pid, comm, state, pid, pid))
+
+
+def test_state_of_reads_the_letter_after_the_last_parenthesis(tmp_path):
+    write_stat(tmp_path, 21, 'sglang::scheduler_TP0', 'D')
+    write_stat(tmp_path, 22, 'odd) S (name', 'R')
+    (tmp_path / '23').mkdir()
+    (tmp_path / '23' / 'stat').write_text('23 (empty)')
+    assert gate.state_of(21, str(tmp_path)) == 'D'
+    assert gate.state_of(22, str(tmp_path)) == 'R'
+    assert gate.state_of(23, str(tmp_path)) is None
+    assert gate.state_of(24, str(tmp_path)) is None  # gone
+
+
+@LINUX_PROC
+def test_state_of_reads_proc_by_default():
+    assert gate.state_of(os.getpid()) in ('R', 'S')
+
+
+def test_describe_names_state_d_only():
+    assert gate.describe(dict(pid=5, container='CT 105', state='D')) == 'pid 5 in CT 105 in state D'
+    assert gate.describe(dict(pid=5, container=None, state='D')) == 'pid 5 (container unknown) in state D'
+    assert gate.describe(dict(pid=5, container='CT 105', state='S')) == 'pid 5 in CT 105'
+    assert gate.describe(dict(pid=5, container='CT 105')) == 'pid 5 in CT 105'
+
+
+def test_name_holders_reads_the_state_only_where_proc_is_this_hosts(tmp_path):
+    write_stat(tmp_path, 11, 'sglang::scheduler_TP0', 'D')
+    over = [dict(index=2, uuid=UUID, used_mib=9, total_mib=10)]
+    reader = Apps([dict(uuid=UUID, pid=11, used_mib=7)])
+    assert gate.name_holders(reader, over, True, str(tmp_path))[0]['state'] == 'D'
+    assert gate.name_holders(reader, over, False, str(tmp_path))[0]['state'] is None
+
+
+@pytest.mark.parametrize('holders, expected', [
+    ([dict(gpu=0, pid=1, state='S'), dict(gpu=3, pid=2, state=None)], ''),
+    ([dict(gpu=0, pid=1, state='D'), dict(gpu=3, pid=2, state='S')], '. ' + gate.STUCK_ADVICE),
+    ([dict(gpu=0, pid=1, state='S')], '. ' + gate.ORPHAN_ADVICE),
+    ([dict(gpu=3, pid=2, state='D')], '. ' + gate.STUCK_ADVICE + '. ' + gate.ORPHAN_ADVICE),
+    ([], '. ' + gate.ORPHAN_ADVICE),
+])
+def test_advice_for_state_d_and_for_memory_no_process_holds(holders, expected):
+    assert gate.advice([dict(index=0, used_mib=10), dict(index=3, used_mib=20)], holders) == expected
+
+
+def test_advice_texts_say_what_to_do():
+    assert 'tens of seconds' in gate.STUCK_ADVICE and 'raise the gate timeout' in gate.STUCK_ADVICE
+    assert 'dmesg' in gate.STUCK_ADVICE and 'nvidia-smi -r' in gate.STUCK_ADVICE
+    assert 'after its process exited' in gate.ORPHAN_ADVICE and 'raise the gate timeout' in gate.ORPHAN_ADVICE
+
+
+def test_run_gate_names_a_holder_in_state_d_and_says_what_to_do(tmp_path):
+    write_stat(tmp_path, 4242, 'sglang::scheduler_TP0', 'D')
+    clock = Clock()
+    module = Smi(clock, used=lambda t: 12, apps='%s, 4242, 12\n' % UUID)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, proc_root=str(tmp_path), timeout=0.01)
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=12, container=None, state='D')]
+    assert exc.value.msg.endswith('GPU 0 still holds 12 MiB (limit 0): pid 4242 (container unknown) in state D. '
+                                  + gate.STUCK_ADVICE)
+
+
+def test_run_gate_gives_no_advice_when_holders_were_not_read():
+    clock = Clock()
+    module = AppsFail(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01)
+    assert gate.ORPHAN_ADVICE not in exc.value.msg
+    module = Smi(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01, name_holders=False)
+    assert gate.ORPHAN_ADVICE not in exc.value.msg and exc.value.msg.endswith('no compute process listed')

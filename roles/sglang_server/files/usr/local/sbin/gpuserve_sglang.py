@@ -29,6 +29,9 @@
   gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
+  gpuserve-sglang driver [--nvidia-smi PATH] [--timeout S] [--lib DIR]
+      The NVIDIA driver version every GPU in this container reports, for the manifest: the collection's own
+      nvidia-smi query and parser (_nvidia_smi, sent with the gate), under coreutils timeout. {"driver_version"}.
   gpuserve-sglang gate --expected-count N [--max-used-mib M] [--timeout S] [--lib DIR]
       ExecStartPre of sglang.service: the zero-memory gate on this container's GPUs (every GPU its nvidia-smi
       lists, exactly N of them), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
@@ -50,6 +53,7 @@ import contextlib
 import difflib
 import fcntl
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -502,6 +506,34 @@ class _LocalRunner:
         return _Result(full, out.returncode, out.stdout, out.stderr)
 
 
+def _collection_module(name, lib):
+    """The collection's own module_utils file `name`, from the copy the role sent under lib."""
+    if lib not in sys.path:
+        sys.path.insert(0, lib)
+    return importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils." + name)
+
+
+def cmd_driver():
+    """driver: the NVIDIA driver version every GPU reports, read with the collection's own query and parser
+    (_nvidia_smi, sent with the gate). Prints {"driver_version": V}; {"error": ...} and exit 1 when nvidia-smi
+    fails, hangs past --timeout, or the GPUs disagree."""
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang driver")
+    parser.add_argument("--nvidia-smi", default="nvidia-smi")
+    parser.add_argument("--timeout", type=float, default=10)
+    parser.add_argument("--lib", default=GATE_LIB)
+    opts = parser.parse_args(sys.argv[2:])
+    smi = _collection_module("_nvidia_smi", opts.lib)
+    res = _LocalRunner().run(smi.driver_query(opts.nvidia_smi), opts.timeout)
+    try:
+        smi.check_result(res, "nvidia-smi driver_version query")
+        version = smi.parse_driver_version(res.out)
+    except smi.SmiError as exc:
+        print(json.dumps({"error": exc.msg}))
+        return 1
+    print(json.dumps({"driver_version": version}))
+    return 0
+
+
 def cmd_gate():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang gate")
     parser.add_argument("--expected-count", type=int, required=True)
@@ -512,10 +544,7 @@ def cmd_gate():
     parser.add_argument("--nvidia-smi-timeout", type=float, default=10)
     parser.add_argument("--lib", default=GATE_LIB)
     opts = parser.parse_args(sys.argv[2:])
-    if opts.lib not in sys.path:
-        sys.path.insert(0, opts.lib)
-    from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate
-
+    _gate = _collection_module("_gate", opts.lib)
     params = {key: spec.get("default") for key, spec in _gate.GATE_ARGS.items()}
     params.update(expected_count=opts.expected_count, max_used_mib=opts.max_used_mib, timeout=opts.timeout,
                   poll_interval=opts.poll_interval, nvidia_smi=opts.nvidia_smi,
@@ -770,6 +799,7 @@ def cmd_lock():
 
 COMMANDS = {
     "gate": cmd_gate,
+    "driver": cmd_driver,
     "lock": cmd_lock,
     "validate-args": cmd_validate_args,
     "env-proof": cmd_env_proof,
