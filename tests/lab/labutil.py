@@ -1,11 +1,17 @@
-"""What every lab test shares: whether the lab is up, and the marks that select and skip lab tests."""
+"""What every lab test shares: whether the lab is up, the marks that select and skip lab tests, and the few
+calls the lifecycle tests make (a command in the CT, a playbook run, waiting)."""
+import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
 
 VMID = "101"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.dirname(sys.executable)
+HELPER = "/usr/local/sbin/gpuserve-sglang"
 
 
 def lab_is_up():
@@ -63,3 +69,40 @@ def idle_gpus():
 
 
 LAB_MARKS = [pytest.mark.lab, pytest.mark.usefixtures("lab_up")]
+
+
+def pct(*argv, check=True, stdin=None, timeout=120):
+    """A command in CT 101 (pct exec), text output captured."""
+    return subprocess.run(["/usr/sbin/pct", "exec", VMID, "--"] + list(argv), capture_output=True, text=True,
+                          check=check, input=stdin, timeout=timeout)
+
+
+def wait_for(predicate, limit, what):
+    end = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > end:
+            pytest.fail("waited %s s for %s" % (limit, what), pytrace=False)
+        time.sleep(0.2)
+
+
+def wait_ready(budget=120):
+    """The server answers /health_generate (the helper's own wait); its JSON."""
+    out = pct("/usr/bin/python3", HELPER, "wait-ready", "--port", "30000", "--budget", str(budget), check=False,
+              timeout=budget + 30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def playbook(name, *extra):
+    """ansible-playbook -i inventory/lab NAME, started in its own session (killpg ends it with its workers);
+    stdout and stderr together, as text."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=VENV_BIN + ":" + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
+    return subprocess.Popen([os.path.join(VENV_BIN, "ansible-playbook"), "-i", "inventory/lab", name]
+                            + list(extra), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def finish(proc, limit=600):
+    out, _ = proc.communicate(timeout=limit)
+    return proc.returncode, out

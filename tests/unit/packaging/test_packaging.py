@@ -70,7 +70,8 @@ def test_the_artifact_holds_every_plugin_role_and_playbook(artifact):
 def test_the_artifact_holds_nothing_of_the_lab(artifact):
     names = artifact[1]
     lab_only = [n for n in names if n.split("/")[0] in ("lab", "molecule", "realgpu", "scripts", "collections", ".ci")
-                or n.startswith(("docs/results/", "inventory/lab/", "tests/lab/", "tests/unit/lab/"))]
+                or n.startswith(("docs/results/", "docs/research/", "inventory/lab/", "tests/lab/",
+                                 "tests/unit/lab/"))]
     assert lab_only == []
 
 
