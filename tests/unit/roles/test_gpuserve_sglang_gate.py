@@ -322,3 +322,35 @@ def test_driver_fails_with_the_reason_when_the_read_cannot_be_trusted(helper, sm
     rc, out = driver(helper, monkeypatch, capsys, "--nvidia-smi", fake, "--timeout", "0.5")
     assert rc == 1
     assert set(out) == {"error"} and says in out["error"]
+
+
+def test_driver_defaults_the_collections_query_its_timeout_and_the_sent_copy(helper, monkeypatch, capsys):
+    calls = {}
+    real = helper._collection_module
+
+    def collection_module(name, lib):
+        calls["module"] = (name, lib)
+        return real(name, lib)
+
+    def run(self, argv, timeout):
+        calls["run"] = (argv, timeout)
+        return helper._Result(argv, 0, "580.159.04\n", "")
+
+    monkeypatch.setattr(helper, "_collection_module", collection_module)
+    monkeypatch.setattr(helper._LocalRunner, "run", run)
+    assert driver(helper, monkeypatch, capsys) == (0, {"driver_version": "580.159.04"})
+    assert calls == {"module": ("_nvidia_smi", helper.GATE_LIB),
+                     "run": (["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10)}
+
+
+def test_driver_names_the_query_that_failed(helper, smi, monkeypatch, capsys):
+    fake = smi([{"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
+    rc, out = driver(helper, monkeypatch, capsys, "--nvidia-smi", fake)
+    assert rc == 1 and out["error"].startswith("nvidia-smi driver_version query failed (rc 18): ")
+
+
+def test_driver_usage_names_the_subcommand(helper, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "driver", "--bogus"])
+    with pytest.raises(SystemExit) as exc:
+        helper.main()
+    assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: gpuserve-sglang driver ")

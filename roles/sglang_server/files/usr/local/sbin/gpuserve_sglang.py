@@ -692,8 +692,10 @@ def _lock_acquire(opts):
             owner = _read_owner(opts.path)
             lease_over = isinstance(owner.get("expires"), (int, float)) and owner["expires"] < time.time()
             if ((opts.steal and owner.get("token") == opts.steal) or lease_over) and _end_holder(owner):
-                ended.append(owner)
-                deadline = max(deadline, time.monotonic() + 5)  # the holder's exit frees the lock within ms
+                if not ended:  # once: a holder that ignores SIGTERM must not keep this wait open for ever
+                    deadline = max(deadline, time.monotonic() + 5)  # the holder's exit frees the lock within ms
+                if owner not in ended:
+                    ended.append(owner)
             now = time.monotonic()
             if now >= deadline:
                 print(json.dumps({"acquired": False, "owner": owner, "waited_s": round(now - start, 1),
