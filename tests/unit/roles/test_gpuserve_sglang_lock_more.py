@@ -47,6 +47,8 @@ def test_each_required_argument_is_required(helper, monkeypatch, capsys, argv, n
 def test_hold_as_the_holder_runs_it(helper, monkeypatch):
     """`lock hold` parsed by main, as _spawn_holder execs it: says ok on its fd, and returns once its lease is over."""
     read_end, write_end = os.pipe()
+    # its lease (1.5 s after the epoch) is long over: a hold that sleeps at all fails here, never hangs
+    monkeypatch.setattr(helper.time, "sleep", lambda seconds: pytest.fail("held past its lease: slept %r" % seconds))
     try:
         rc = main(helper, monkeypatch, "hold", "--ready-fd", str(write_end), "--token", "t0k", "--until", "1.5")
         assert rc == 0
@@ -165,6 +167,8 @@ class Clock:
         return self.wall
 
     def sleep(self, seconds):
+        # a wait that never ends (a mutant's) fails here at once instead of spinning until a test timeout
+        assert len(self.slept) < 100, "slept 100 times: the wait does not end"
         self.slept.append(round(seconds, 6))
         self.mono += seconds
         self.wall += seconds
