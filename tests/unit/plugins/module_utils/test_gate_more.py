@@ -192,7 +192,7 @@ def test_run_gate_default_is_not_check_mode_and_names_holders_from_proc():
     assert exc.value.msg.startswith('gate timed out after ')
     where = gate.container_of(os.getpid(), '/proc')
     assert exc.value.result['holders'] == [dict(gpu=0, pid=os.getpid(), used_mib=5, container=where,
-                                                       state=gate.state_of(os.getpid()))]
+                                                state=gate.state_of(os.getpid()))]
     assert ('GPU 0 still holds 5 MiB (limit 0): ' + gate.describe(exc.value.result['holders'][0])) in exc.value.msg
 
 
@@ -217,7 +217,8 @@ def test_run_gate_check_mode_exact_message():
     module = Smi(clock, used=lambda t: 3)
     with pytest.raises(gate.GateFailed) as exc:
         run(module, clock, check=True, timeout=30.0)
-    assert exc.value.msg == 'gate read once (check mode) after 1 poll(s) in 0.50 s: GPU 0 still holds 3 MiB (limit 0): no compute process listed. ' + gate.ORPHAN_ADVICE
+    assert exc.value.msg == ('gate read once (check mode) after 1 poll(s) in 0.50 s: GPU 0 still holds 3 MiB (limit 0): '
+                             'no compute process listed. ' + gate.ORPHAN_ADVICE)
     assert clock.slept == []
 
 
