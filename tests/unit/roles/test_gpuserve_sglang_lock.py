@@ -260,8 +260,8 @@ def test_a_lock_held_before_its_owner_is_written(lock, tmp_path):
         os.close(fd)
 
 
-def test_a_holder_that_cannot_start_fails_the_acquire_and_holds_nothing(lock, monkeypatch, helper):
-    monkeypatch.setattr(helper.sys, "executable", "/nonexistent/python3")
+def record_forks(monkeypatch, helper):
+    """The helper's os.fork, recording each child's PID (in the parent) in the list returned."""
     forked, fork = [], os.fork
 
     def recording_fork():
@@ -271,6 +271,12 @@ def test_a_holder_that_cannot_start_fails_the_acquire_and_holds_nothing(lock, mo
         return pid
 
     monkeypatch.setattr(helper.os, "fork", recording_fork)
+    return forked
+
+
+def test_a_holder_that_cannot_start_fails_the_acquire_and_holds_nothing(lock, monkeypatch, helper):
+    monkeypatch.setattr(helper.sys, "executable", "/nonexistent/python3")
+    forked = record_forks(monkeypatch, helper)
     rc, out = acquire(lock)
     assert rc == 1 and out == {"acquired": False, "owner": {}, "waited_s": 0.0,
                                "message": "the lock holder process did not start"}  # waited for no lock
@@ -286,15 +292,7 @@ def test_a_holder_that_hangs_before_it_runs_is_ended_and_the_acquire_fails(lock,
     hang.chmod(0o755)
     monkeypatch.setattr(helper.sys, "executable", str(hang))
     monkeypatch.setattr(helper, "HOLDER_START_S", 0.3)
-    forked, fork = [], os.fork
-
-    def recording_fork():
-        pid = fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr(helper.os, "fork", recording_fork)
+    forked = record_forks(monkeypatch, helper)
     start = time.monotonic()
     rc, out = acquire(lock)
     assert rc == 1 and out["message"] == "the lock holder process did not start"
