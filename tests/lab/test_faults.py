@@ -1,10 +1,12 @@
-"""Faults in the lab (issue 18, items 2 and 3): restarts outside Ansible are gated, and two runs never interleave.
+"""Faults in the lab (issue 18, items 2-4): restarts outside Ansible are gated, two runs never interleave, and GPU
+memory that stays after its holder is killed is waited for, or named with what to do.
 
 A SIMULATED GPU is held by a process in the container (a holder of /dev/nvidia3 with GPUSIM_MIB, which the
 stand-in nvidia-smi counts); `systemctl restart sglang` inside the container must wait in the unit's
 ExecStartPre gate and launch nothing until the memory is free, and fail when it stays held past the gate's
 timeout. Two restart_server.yml runs at once: the second fails fast naming the first, or waits for it; a run
-killed with SIGKILL leaves a lock the next run of this controller clears. Needs a deployed lab
+killed with SIGKILL leaves a lock the next run of this controller clears. A holder started with GPUSIM_LINGER_S
+keeps its memory that long after gpu_release kills it (SIMULATED driver teardown). Needs a deployed lab
 (scripts/deploy); leaves the server running (not the manifest's verified process: the next deploy restarts it).
 """
 import json
