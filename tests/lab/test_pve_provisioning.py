@@ -237,6 +237,30 @@ def test_slow_task_hits_the_bounded_wait(lab):
     assert 'Reached timeout while waiting for VM to start' in msg and 'vzstart' in msg
 
 
+def test_an_api_error_mid_provisioning_fails_clearly_loses_nothing_and_the_next_run_converges(lab):
+    """Issue 18, bad input at the edges: PVE answers 500 to the devN change, after the container step passed."""
+    before = lab['ct'].config.get()
+    path = '/nodes/lab-pve/lxc/{0}/config'.format(VMID)
+    cli(lab['state'], 'fault', 'task-error', 'PUT', path, '--status', '500', '--message',
+        'lab: injected internal server error', '--times', '1')
+    try:
+        r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    finally:
+        cli(lab['state'], 'fault', 'clear')
+    assert r.rc != 0
+    msg = failures['Pass the GPU device nodes (devN)']
+    assert '500' in msg and 'lab: injected internal server error' in msg, msg
+    assert lab['ct'].config.get() == before  # nothing half-applied
+    r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    assert r.rc == 0, (failures, out[-3000:])
+    assert 'Pass the GPU device nodes (devN)' in changed_tasks(events)
+    assert lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0660'
+    r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    assert r.rc == 0 and changed_tasks(events) == [], changed_tasks(events)
+    r, failures, out, events = provision(lab)  # back to the module's default for the tests after this one
+    assert r.rc == 0 and lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0666'
+
+
 def test_rebuild_refuses_without_matching_confirmation(lab):
     before = calls(lab)
     for extra in ({}, {'rebuild_confirm': '101'}):
