@@ -132,6 +132,21 @@ def test_a_free_lock_is_taken_and_handed_to_a_holder_process(lock):
     assert lock("status") == (0, {"held": True, "owner": owner})
 
 
+def test_the_holder_keeps_no_file_of_its_caller_but_the_lock(lock, tmp_path):
+    """An inheritable descriptor of the caller (a flock(1)'s, a pipe of a CI runner) would live as long as the
+    lease in the holder; it keeps stdio on /dev/null and the lock file, nothing else."""
+    leaked = os.open(str(tmp_path / "leaked"), os.O_RDWR | os.O_CREAT)
+    os.set_inheritable(leaked, True)
+    try:
+        _, out = acquire(lock)
+    finally:
+        os.close(leaked)
+    pid = out["owner"]["holder_pid"]
+    fds = {int(n): os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)}
+    assert sorted(fds.values()) == sorted(["/dev/null"] * 3 + [lock.path])
+    assert all(fds[n] == "/dev/null" for n in (0, 1, 2))
+
+
 def test_a_second_run_fails_fast_naming_the_holder(lock):
     _, first = acquire(lock)
     rc, out = acquire(lock)

@@ -84,6 +84,7 @@ def fake_child(helper, monkeypatch):
     monkeypatch.setattr(helper.os, "fork", lambda: 0)
     monkeypatch.setattr(helper.os, "setsid", lambda: calls.append(("setsid",)))
     monkeypatch.setattr(helper.os, "dup2", lambda fd, target: calls.append(("dup2", target)))
+    monkeypatch.setattr(helper.os, "closerange", lambda low, high: calls.append(("closerange", low, high)))
     monkeypatch.setattr(helper.os, "execv", execv)
     monkeypatch.setattr(helper.os, "_exit", _exit)
     return calls
@@ -101,10 +102,18 @@ def test_the_child_leaves_the_callers_session_and_stdio_then_execs_the_holder(he
     assert exc.value.code == 127  # the exec failed: the child ends, with the shell's "cannot run" status
     assert child[0] == ("setsid",)
     assert child[1:4] == [("dup2", 0), ("dup2", 1), ("dup2", 2)]
-    name, path, argv = child[4]
+    name, path, argv = child[-1]
     assert (name, path) == ("execv", sys.executable)
     assert argv[1:] == [os.path.abspath(helper.__file__), "lock", "hold", "--ready-fd", argv[5], "--token", "t0k",
                         "--until", "1234.568"]
+    # every other descriptor is closed: all but stdio, the lock's and the ready pipe's, up to the system's limit
+    closed = set()
+    for call in child[4:-1]:
+        assert call[0] == "closerange"
+        closed.update(range(call[1], min(call[2], 4096)))
+    ready = int(argv[5])
+    assert fd < ready and child[-2] == ("closerange", ready + 1, os.sysconf("SC_OPEN_MAX"))
+    assert closed == set(range(3, 4096)) - {fd, ready}
 
 
 @pytest.mark.parametrize("pid, killed", [(1, []), (2, [2]), (4242, [4242])])
@@ -271,3 +280,22 @@ def test_a_lease_that_ends_exactly_now_has_not_ended(helper, monkeypatch, capsys
     monkeypatch.setattr(helper, "_end_holder", lambda owner: True)
     rc, out = acquire(helper, monkeypatch, capsys, str(path))
     assert rc == 2 and out["waited_s"] == 5.0  # ended: then up to 5 s for it to exit
+
+
+@pytest.mark.parametrize("second_look, cleared", [(True, True), (False, False)])
+def test_a_holder_that_exits_between_two_looks_is_released_and_cleared(helper, monkeypatch, capsys, clock, tmp_path,
+                                                                       second_look, cleared):
+    """The flock was taken at the first look, the holder is gone at the next: it exited in between (the lock is
+    ours to clear), or a waiting run took the lock the moment it was free (not ours to clear)."""
+    path = tmp_path / "lock"
+    owner = {"token": "mine", "holder_pid": 4242}
+    path.write_text(json.dumps(owner) + "\n")
+    looks = iter([False, second_look])
+    monkeypatch.setattr(helper, "_end_holder", lambda o: True)
+    monkeypatch.setattr(helper, "_try_flock", lambda fd: next(looks))
+    monkeypatch.setattr(helper, "_holder_gone", lambda o: True)
+    rc = main(helper, monkeypatch, "release", "--path", str(path), "--token", "mine")
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out == {"released": True, "owner": owner} and clock.slept == []
+    assert path.read_text() == ("" if cleared else json.dumps(owner) + "\n")
+    assert next(looks, "none left") == "none left"

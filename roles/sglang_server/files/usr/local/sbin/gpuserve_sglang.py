@@ -660,6 +660,12 @@ def _spawn_holder(fd, token, until):
             null = os.open(os.devnull, os.O_RDWR)
             for target in (0, 1, 2):
                 os.dup2(null, target)
+            # no other file of the caller's: a descriptor leaked into it (a flock(1)'s, a pipe) would live as
+            # long as the lease. Only non-empty ranges: os.closerange(n, n) may close everything from n on.
+            keep = sorted({2, fd, ready_w})
+            for low, high in zip([n + 1 for n in keep], keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+                if low < high:
+                    os.closerange(low, high)
             os.set_inheritable(fd, True)
             os.set_inheritable(ready_w, True)
             # fd stays open across the exec (inheritable) and is never touched again: holding it is the lock
@@ -733,18 +739,20 @@ def _lock_release(opts):
     fd = os.open(opts.path, os.O_RDWR | os.O_CLOEXEC)
     try:
         deadline = time.monotonic() + opts.wait
-        while not _try_flock(fd):
-            # Our holder gone while the flock is still taken: a waiting run took it the moment it was free.
-            # Released; that run's owner is not ours to clear.
+        locked = _try_flock(fd)
+        while not locked:
             if _holder_gone(owner):
+                # Gone means its files are closed. It may have exited just after the look above: look once more.
+                # Still taken: a waiting run took it the moment it was free; that run's owner is not ours to clear.
+                locked = _try_flock(fd)
                 break
             if time.monotonic() >= deadline:
                 print(json.dumps({"released": False, "owner": owner, "reason": "the holder did not exit"}))
                 return 1
             time.sleep(opts.interval)
-        else:
-            if _read_owner(opts.path).get("token") == opts.token:
-                os.ftruncate(fd, 0)
+            locked = _try_flock(fd)
+        if locked and _read_owner(opts.path).get("token") == opts.token:
+            os.ftruncate(fd, 0)
     finally:
         os.close(fd)
     print(json.dumps({"released": True, "owner": owner}))
