@@ -131,6 +131,8 @@ def test_an_interrupted_restart_converges_on_the_next_deploy(served, point, bann
     before = read_until(proc, banner)
     time.sleep(after)
     ended, rest = interrupt(proc, how)
+    if how == "ct-stop":  # the run says what happened, not just that a check failed
+        assert "container %s is not running (status: stopped on " % VMID in rest, rest[-3000:]
     ct = subprocess.run(["/usr/sbin/pct", "status", VMID], capture_output=True, text=True, check=True).stdout
     unit_after = ("%s (%s)" % (unit("ActiveState"), unit("SubState")) if ct == "status: running\n"
                   else "container " + ct.split(":", 1)[1].strip())

@@ -1,15 +1,19 @@
 """Read-only state of the SGLang install, in one call (sent on stdin: python3 - MODE ...). Stdlib only.
 
+Sent ahead of it on the same stdin: the collection's plugins/module_utils/_git_tree.py, the one reader of the
+tree's commit and changes (roles/sglang_install/vars/main.yml, __sglang_install_state_script); the server's helper
+reads the tree with the same file.
+
   state --src DIR --venv DIR --pin REF --file PATH... --dpkg PKG... --packages JSON --constraints JSON
-      What the role's decisions read: whether the system packages are installed (dpkg), the tree (.git, HEAD,
-      the pin resolved to a commit, `git status --porcelain`, origin's URL), the venv (python, pyvenv.cfg, the
+      What the role's decisions read: whether the system packages are installed (dpkg), the tree (.git, its
+      commit and changes as _git_tree reads them, the pin resolved to a commit, origin's URL), the venv (python, pyvenv.cfg, the
       sglang distribution and its direct_url.json, whether every package of --packages and everything it
       requires is installed at a version its requirement and --constraints allow), and for each --file its
       sha1 (as Ansible's stat computes it), mode, owner and, when small, its text.
   facts --src DIR --venv DIR [--smoke [--record FILE]]
-      The published facts after the install: HEAD, `git status --porcelain`, the sglang version in the venv;
+      The published facts after the install: the tree (_git_tree), the sglang version in the venv;
       with --smoke, the result of importing sglang.srt.server_args in the venv. With --record, an import that
-      passed on a clean tree is recorded in FILE with a fingerprint of its inputs (HEAD, pyvenv.cfg, the venv's
+      passed on a clean tree is recorded in FILE with a fingerprint of its inputs (the commit, pyvenv.cfg, the venv's
       Python and every distribution's name and version); while the fingerprint is unchanged the import is not
       repeated and the result says since when it holds (`cached_since`). A dirty tree or a failed import
       removes the record.
@@ -103,10 +107,10 @@ def _git(src, *args):
     return _run(["git", "-C", src, *args])
 
 
-def _status(src):
-    res = _git(src, "status", "--porcelain=v1", "--untracked-files=all")
-    res["lines"] = [line for line in res.pop("stdout").splitlines() if line.strip()]
-    return res
+def _tree(src):
+    """{rc, error, commit, changes, dirty}: _git_tree's reading (sent ahead of this file), run here."""
+    res = _run(status_argv(src))  # noqa: F821 (defined by _git_tree.py, ahead of this file on stdin)
+    return parse_status(res["rc"], res["stdout"], res["stderr"])  # noqa: F821
 
 
 def cmd_state(opts):
@@ -117,9 +121,8 @@ def cmd_state(opts):
         result["dpkg"] = {name: states.get(name, "").startswith("ii") for name in opts.dpkg}
     if result["git"]["exists"]:
         result["git"].update(
-            head=_git(opts.src, "rev-parse", "--verify", "HEAD"),
+            tree=_tree(opts.src),
             want=_git(opts.src, "rev-parse", "--verify", opts.pin + "^{commit}"),
-            status=_status(opts.src),
             remote_url=_git(opts.src, "remote", "get-url", "origin"),
         )
     python = os.path.join(opts.venv, "bin", "python")
@@ -145,15 +148,15 @@ print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or
 SMOKE_MODULE = "sglang.srt.server_args"
 
 
-def _fingerprint(python, venv, head, status):
-    """sha256 of the import's inputs, or None (then the import always runs): when the venv or HEAD cannot be read,
-    or when the tree has local modifications, whose content the status lines do not capture."""
-    if head["rc"] != 0 or status["rc"] != 0 or status["lines"]:
+def _fingerprint(python, venv, tree):
+    """sha256 of the import's inputs, or None (then the import always runs): when the venv or the commit cannot be
+    read, or when the tree has local modifications, whose content the status lines do not capture."""
+    if tree["rc"] != 0 or tree["commit"] is None or tree["changes"]:
         return None
     probe = _run([python, "-I", "-c", _VENV_FINGERPRINT])
     if probe["rc"] != 0:
         return None
-    inputs = {"module": SMOKE_MODULE, "head": head["stdout"], "status": status["lines"], "venv": probe["stdout"],
+    inputs = {"module": SMOKE_MODULE, "head": tree["commit"], "status": tree["changes"], "venv": probe["stdout"],
               "pyvenv_cfg": _file(os.path.join(venv, "pyvenv.cfg")).get("sha1")}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -166,11 +169,11 @@ def _read_record(path):
         return {}
 
 
-def _smoke(python, opts, head, status):
+def _smoke(python, opts, tree):
     argv = [python, "-I", "-c", "import " + SMOKE_MODULE]
     if not opts.record:
         return _run(argv)
-    fingerprint = _fingerprint(python, opts.venv, head, status)
+    fingerprint = _fingerprint(python, opts.venv, tree)
     record = _read_record(opts.record)
     if fingerprint is not None and record.get("fingerprint") == fingerprint:
         return {"rc": 0, "stdout": "", "stderr": "", "cached_since": record.get("proven_at")}
@@ -190,16 +193,17 @@ def _smoke(python, opts, head, status):
 def cmd_facts(opts):
     python = os.path.join(opts.venv, "bin", "python")
     result = {
-        "head": _git(opts.src, "rev-parse", "--verify", "HEAD"),
-        "status": _status(opts.src),
+        "tree": _tree(opts.src),
         "version": _run([python, "-I", "-c", 'import importlib.metadata as m; print(m.version("sglang"))']),
     }
     if opts.smoke:
-        result["smoke"] = _smoke(python, opts, result["head"], result["status"])
+        result["smoke"] = _smoke(python, opts, result["tree"])
     return result
 
 
 def main():
+    if "parse_status" not in globals():
+        sys.exit("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on the same stdin")
     parser = argparse.ArgumentParser(prog="sglang_install_state")
     sub = parser.add_subparsers(dest="mode", required=True)
     state = sub.add_parser("state")

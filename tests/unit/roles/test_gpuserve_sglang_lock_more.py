@@ -85,20 +85,23 @@ def fake_child(helper, monkeypatch):
     monkeypatch.setattr(helper.os, "setsid", lambda: calls.append(("setsid",)))
     monkeypatch.setattr(helper.os, "dup2", lambda fd, target: calls.append(("dup2", target)))
     monkeypatch.setattr(helper.os, "closerange", lambda low, high: calls.append(("closerange", low, high)))
+    monkeypatch.setattr(helper.os, "set_inheritable", lambda fd, flag: calls.append(("inheritable", fd, flag)))
     monkeypatch.setattr(helper.os, "execv", execv)
     monkeypatch.setattr(helper.os, "_exit", _exit)
     return calls
 
 
-def test_the_child_leaves_the_callers_session_and_stdio_then_execs_the_holder(helper, monkeypatch):
+@pytest.mark.parametrize("lock_fd", [3, None])  # 3: right after stdio, an empty range to skip; None: any
+def test_the_child_leaves_the_callers_session_and_stdio_then_execs_the_holder(helper, monkeypatch, lock_fd):
     fd = os.open(os.devnull, os.O_RDONLY)
     try:
         child = fake_child(helper, monkeypatch)
         with pytest.raises(ChildExit) as exc:
-            helper._spawn_holder(fd, "t0k", 1234.56789)
+            helper._spawn_holder(lock_fd or fd, "t0k", 1234.56789)
         monkeypatch.undo()
     finally:
         os.close(fd)
+    lock_fd = lock_fd or fd
     assert exc.value.code == 127  # the exec failed: the child ends, with the shell's "cannot run" status
     assert child[0] == ("setsid",)
     assert child[1:4] == [("dup2", 0), ("dup2", 1), ("dup2", 2)]
@@ -106,14 +109,17 @@ def test_the_child_leaves_the_callers_session_and_stdio_then_execs_the_holder(he
     assert (name, path) == ("execv", sys.executable)
     assert argv[1:] == [os.path.abspath(helper.__file__), "lock", "hold", "--ready-fd", argv[5], "--token", "t0k",
                         "--until", "1234.568"]
-    # every other descriptor is closed: all but stdio, the lock's and the ready pipe's, up to the system's limit
-    closed = set()
-    for call in child[4:-1]:
-        assert call[0] == "closerange"
-        closed.update(range(call[1], min(call[2], 4096)))
     ready = int(argv[5])
-    assert fd < ready and child[-2] == ("closerange", ready + 1, os.sysconf("SC_OPEN_MAX"))
-    assert closed == set(range(3, 4096)) - {fd, ready}
+    assert child[-3:-1] == [("inheritable", lock_fd, True), ("inheritable", ready, True)]
+    # every other descriptor is closed: all but stdio, the lock's and the ready pipe's, up to the system's limit,
+    # never with an empty range (os.closerange(n, n) may close everything from n on)
+    ranges = child[4:-3]
+    assert all(name == "closerange" and low < high for name, low, high in ranges), ranges
+    closed = set()
+    for _name, low, high in ranges:
+        closed.update(range(low, min(high, 4096)))
+    assert lock_fd < ready and ranges[-1] == ("closerange", ready + 1, os.sysconf("SC_OPEN_MAX"))
+    assert closed == set(range(3, 4096)) - {lock_fd, ready}
 
 
 @pytest.mark.parametrize("pid, killed", [(1, []), (2, [2]), (4242, [4242])])
@@ -253,6 +259,7 @@ def test_the_owner_written_and_the_wait_reported_exactly(helper, monkeypatch, ca
     # start 100.17; the look after the failed flock 100.34; slept 0.05; waited read at 100.56 -> 0.39 -> 0.4
     assert out["waited_s"] == 0.4
     assert out["owner"]["expires"] == round(1796000000.12345 + 0.05 + 60, 3)
+    assert out["owner"]["since"] == "2026-11-30T00:53:20Z"  # the fake clock's time, not the real one
     with open(path) as handle:
         assert json.loads(handle.read()) == out["owner"]  # the stale owner's longer text is gone
 
@@ -299,3 +306,18 @@ def test_a_holder_that_exits_between_two_looks_is_released_and_cleared(helper, m
     assert rc == 0 and out == {"released": True, "owner": owner} and clock.slept == []
     assert path.read_text() == ("" if cleared else json.dumps(owner) + "\n")
     assert next(looks, "none left") == "none left"
+
+
+def test_a_holder_that_exits_during_the_wait_is_released_and_cleared_after_one_interval(helper, monkeypatch, capsys,
+                                                                                      clock, tmp_path):
+    path = tmp_path / "lock"
+    owner = {"token": "mine", "holder_pid": 4242}
+    path.write_text(json.dumps(owner) + "\n")
+    looks = iter([False, True])
+    monkeypatch.setattr(helper, "_end_holder", lambda o: True)
+    monkeypatch.setattr(helper, "_try_flock", lambda fd: next(looks))
+    monkeypatch.setattr(helper, "_holder_gone", lambda o: False)  # its PID still reads as running
+    rc = main(helper, monkeypatch, "release", "--path", str(path), "--token", "mine", "--interval", "0.25")
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out == {"released": True, "owner": owner} and clock.slept == [0.25]
+    assert path.read_text() == ""

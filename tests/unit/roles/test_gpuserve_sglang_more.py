@@ -863,8 +863,7 @@ def test_state_collects_git_files_manifest_unit_and_python(helper, monkeypatch, 
     assert (rc, err) == (0, "")
     assert out == {
         "git": {"rc": 0, "error": "0123456789" * 50, "commit": "0123456789abcdef0123456789abcdef01234567",
-                "changes": ["1 .M N... 100644 100644 100644 aaaa bbbb python/sglang/srt/server_args.py",
-                            "? python/sglang/new.py"], "dirty": True},
+                "changes": [" M python/sglang/srt/server_args.py", "?? python/sglang/new.py"], "dirty": True},
         "files": {str(big): {"exists": True, "sha1": hashlib.sha1(big.read_bytes()).hexdigest()},
                   str(small): {"exists": True, "sha1": hashlib.sha1(b'{"argv": []}').hexdigest()},
                   str(tmp_path / "gone"): {"exists": False, "sha1": ""}},
@@ -873,8 +872,8 @@ def test_state_collects_git_files_manifest_unit_and_python(helper, monkeypatch, 
         "python_exists": True,
     }
     assert calls == [
-        (["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2", "--branch"],
-         {"capture_output": True, "text": True, "check": False}),
+        (["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2", "--branch",
+          "--untracked-files=all"], {"capture_output": True, "text": True, "check": False}),
         (SHOW_ARGV, {"capture_output": True, "text": True, "check": False}),
     ]
 
@@ -901,7 +900,8 @@ def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(helpe
     python.chmod(0o644)
     rc, out, _err = run_json(helper, monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
                              "--manifest", str(manifest), "--python", str(python))
-    assert rc == 0 and out["git"] == {"rc": 0, "error": "", "commit": "(initial)", "changes": [], "dirty": False}
+    # a repository with no commit yet: no commit to name
+    assert rc == 0 and out["git"] == {"rc": 0, "error": "", "commit": None, "changes": [], "dirty": False}
     assert out["manifest"] == {"_error": "unreadable manifest: Expecting property name enclosed in double quotes: "
                                          "line 1 column 2 (char 1)"}
     assert out["python_exists"] is False and out["unit"] == UNIT
@@ -922,8 +922,7 @@ def test_state_reads_a_real_git_tree(helper, monkeypatch, capsys, tmp_path):
     rc, out, _err = run_json(helper, monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path))
     assert rc == 0 and out["git"]["commit"] == head and out["git"]["rc"] == 0 and out["git"]["error"] == ""
     changes = out["git"]["changes"]
-    assert len(changes) == 2 and changes[0].startswith("1 .M ") and changes[0].endswith(" a.py")
-    assert changes[1] == "? new.py" and out["git"]["dirty"] is True
+    assert changes == [" M a.py", "?? new.py"] and out["git"]["dirty"] is True
     # the benchmark's reader is the same function: `source` prints what `state` carries under "git"
     rc, source, _err = run_json(helper, monkeypatch, capsys, "source", "--src", str(tmp_path))
     assert rc == 0 and source == out["git"]
@@ -941,7 +940,7 @@ def test_source_reports_a_git_failure_and_exits_1(helper, monkeypatch, capsys, t
     assert rc == 1
     assert out == {"rc": 128, "error": "fatal: not a git repository", "commit": None, "changes": [], "dirty": None}
     assert calls == [(["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2",
-                       "--branch"], {"capture_output": True, "text": True, "check": False})]
+                       "--branch", "--untracked-files=all"], {"capture_output": True, "text": True, "check": False})]
 
 
 def test_source_counts_only_non_header_lines_as_changes(helper, monkeypatch, capsys):
@@ -949,7 +948,7 @@ def test_source_counts_only_non_header_lines_as_changes(helper, monkeypatch, cap
     porcelain = "# branch.oid abc def\n# branch.head main\n? # odd name\n"
     monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run([], {"git": completed(porcelain)})))
     rc, out, _err = run_json(helper, monkeypatch, capsys, "source", "--src", "/s")
-    assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ["? # odd name"] and out["dirty"] is True
+    assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ['?? "# odd name"'] and out["dirty"] is True
 
 
 # ------------------------------------------------------------------------------------------------- required options

@@ -1,4 +1,5 @@
-"""sglang_install_state.py facts --smoke --record: the import check is repeated only when its inputs change.
+"""sglang_install_state.py: what the role sends (the collection's _git_tree.py, then the script, on one stdin), and
+facts --smoke --record: the import check is repeated only when its inputs change.
 
 Runs the real script against a real git tree and a venv whose `python` is a wrapper: the import of
 sglang.srt.server_args is answered by the wrapper (and counted), everything else runs in this interpreter."""
@@ -9,8 +10,16 @@ import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "sglang_install", "files",
-                      "sglang_install_state.py")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+SCRIPT = os.path.join(ROOT, "roles", "sglang_install", "files", "sglang_install_state.py")
+GIT_TREE = os.path.join(ROOT, "plugins", "module_utils", "_git_tree.py")
+
+
+def sent(*argv, alone=False):
+    """Run the script as the role does (tasks/state.yml, facts.yml): python3 - MODE ... with the files on stdin."""
+    with open(GIT_TREE) as tree, open(SCRIPT) as script:
+        stdin = script.read() if alone else tree.read() + "\n\n" + script.read()
+    return subprocess.run([sys.executable, "-", *argv], input=stdin, capture_output=True, text=True, check=False)
 
 
 @pytest.fixture
@@ -42,9 +51,9 @@ def world(tmp_path):
         record = tmp_path / "state" / "smoke.json"
 
         def facts(self, *extra):
-            out = subprocess.run([sys.executable, SCRIPT, "facts", "--src", str(src), "--venv", str(venv), "--smoke",
-                                  *extra], capture_output=True, text=True, check=True).stdout
-            return json.loads(out)
+            proc = sent("facts", "--src", str(src), "--venv", str(venv), "--smoke", *extra)
+            assert proc.returncode == 0, proc.stderr
+            return json.loads(proc.stdout)
 
         def imports(self):
             return len(calls.read_text().splitlines()) if calls.exists() else 0
@@ -116,3 +125,24 @@ def test_an_unreadable_record_counts_as_none(world):
     world.record.write_text("{not json")
     assert "cached_since" not in world.facts("--record", str(world.record))["smoke"] and world.imports() == 1
     assert json.loads(world.record.read_text())["fingerprint"]
+
+
+def test_the_tree_is_read_by_the_collections_reader_in_both_modes(world):
+    head = subprocess.run(["git", "-C", str(world.src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (world.src / "README").write_text("patched\n")
+    (world.src / "new dir").mkdir()
+    (world.src / "new dir" / "x.py").write_text("")
+    tree = {"rc": 0, "error": "", "commit": head, "changes": [" M README", '?? "new dir/x.py"'], "dirty": True}
+    assert world.facts()["tree"] == tree
+    proc = sent("state", "--src", str(world.src), "--venv", str(world.venv), "--pin", "HEAD")
+    assert proc.returncode == 0, proc.stderr
+    git = json.loads(proc.stdout)["git"]
+    assert git["exists"] is True and git["tree"] == tree and git["want"]["stdout"] == head
+
+
+def test_without_the_tree_reader_ahead_of_it_the_script_refuses_by_name(world):
+    proc = sent("facts", "--src", str(world.src), "--venv", str(world.venv), alone=True)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == ("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on "
+                                   "the same stdin")

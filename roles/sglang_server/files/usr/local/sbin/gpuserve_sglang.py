@@ -18,15 +18,15 @@
       What the benchmark records as the NCCL environment of a run: every process of the unit's control group
       with its variables whose names start with a P; the sglang::scheduler* workers' (every process's when none
       is titled so) as one env when they agree, else per worker. Exit 0 read, 1 no control group or no process.
-  gpuserve-sglang source --src DIR
-      The SGLang tree's commit and local changes (git status, untracked files included): the one reader of
-      "which commit runs, is it dirty" for the restart decision, the manifest and the benchmark. Exit 0, 1 when
-      git fails.
+  gpuserve-sglang source --src DIR [--lib DIR]
+      The SGLang tree's commit and local changes (git status, untracked files included), read by the collection's
+      one reader of "which commit runs, is it dirty" (_git_tree, sent with the gate; sglang_install sends the
+      same file): for the restart decision, the manifest and the benchmark. Exit 0, 1 when git fails.
   gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U]
       Wait at most S seconds for /health_generate 200; stop early when the unit is not running. Called once a
       minute by a retry loop, so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet,
       4 the unit is not running.
-  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH]
+  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--lib DIR]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
   gpuserve-sglang driver [--nvidia-smi PATH] [--timeout S] [--lib DIR]
@@ -416,22 +416,20 @@ def _sha1(path):
     return digest.hexdigest()
 
 
-def _git_source(src):
-    """{rc, error, commit, changes, dirty} of the tree at src; dirty is None when git failed."""
-    git = subprocess.run(["git", "-c", "safe.directory=*", "-C", src, "status", "--porcelain=v2", "--branch"],
-                         capture_output=True, text=True, check=False)
-    lines = git.stdout.splitlines()
-    head = [line.split(" ", 2)[2] for line in lines if line.startswith("# branch.oid ")]
-    changes = [line for line in lines if not line.startswith("# ")]
-    return {"rc": git.returncode, "error": git.stderr.strip()[-500:], "commit": head[0] if head else None,
-            "changes": changes, "dirty": bool(changes) if git.returncode == 0 else None}
+def _git_source(src, lib):
+    """{rc, error, commit, changes, dirty} of the tree at src, read by the collection's one reader (_git_tree,
+    sent with the gate code); dirty is None when git failed."""
+    tree = _collection_module("_git_tree", lib)
+    git = subprocess.run(tree.status_argv(src), capture_output=True, text=True, check=False)
+    return tree.parse_status(git.returncode, git.stdout, git.stderr)
 
 
 def cmd_source():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang source")
     parser.add_argument("--src", required=True)
+    parser.add_argument("--lib", default=GATE_LIB)
     opts = parser.parse_args(sys.argv[2:])
-    result = _git_source(opts.src)
+    result = _git_source(opts.src, opts.lib)
     print(json.dumps(result))
     return 0 if result["rc"] == 0 else 1
 
@@ -443,10 +441,11 @@ def cmd_state():
     parser.add_argument("--file", action="append", default=[])
     parser.add_argument("--manifest")
     parser.add_argument("--python")
+    parser.add_argument("--lib", default=GATE_LIB)
     opts = parser.parse_args(sys.argv[2:])
     result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "python_exists": None}
 
-    result["git"] = _git_source(opts.src)
+    result["git"] = _git_source(opts.src, opts.lib)
     for path in opts.file:
         try:
             result["files"][path] = {"exists": True, "sha1": _sha1(path)}
