@@ -951,6 +951,46 @@ def test_source_counts_only_non_header_lines_as_changes(helper, monkeypatch, cap
     assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ['?? "# odd name"'] and out["dirty"] is True
 
 
+@pytest.mark.parametrize("action", ["source", "state"])
+@pytest.mark.parametrize("lib", [None, "/srv/lib"])
+def test_the_tree_is_read_by_the_sent_collection_reader(helper, monkeypatch, capsys, action, lib):
+    """`source` and `state` import _git_tree from --lib (default: where the role sends it) and run its command."""
+    seen = []
+    tree_module = importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils._git_tree")
+    monkeypatch.setattr(helper, "_collection_module", lambda name, where: seen.append((name, where)) or tree_module)
+    calls = []
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
+        "git": completed("# branch.oid abc\n1 .M N... 1 2 3 a b x.py\n"), "systemctl": completed("")})))
+    argv = [action, "--src", "/s"] + (["--unit", "u.service"] if action == "state" else [])
+    argv += ["--lib", lib] if lib else []
+    rc, out, _err = run_json(helper, monkeypatch, capsys, *argv)
+    tree = out if action == "source" else out["git"]
+    assert rc == 0 and tree == {"rc": 0, "error": "", "commit": "abc", "changes": [" M x.py"], "dirty": True}
+    assert seen == [("_git_tree", lib or "/usr/local/lib/gpuserve-sglang")]
+    assert calls[0][0] == ["git", "-c", "safe.directory=*", "-C", "/s", "status", "--porcelain=v2", "--branch",
+                           "--untracked-files=all"]
+
+
+@pytest.mark.foreign_python
+def test_the_sent_tree_reader_is_all_source_needs_without_ansible(tmp_path):
+    """What the container has: the helper and _git_tree.py under --lib, a Python without ansible."""
+    dest = tmp_path / "lib" / "ansible_collections" / "gpuserve" / "sglang" / "plugins" / "module_utils"
+    dest.mkdir(parents=True)
+    (dest / "_git_tree.py").write_text(open(os.path.join(ROOT, "plugins", "module_utils", "_git_tree.py")).read())
+    src = tmp_path / "src"
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    (src / "a.py").write_text("")
+    subprocess.run(git + ["add", "a.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (src / "b.py").write_text("")
+    out = subprocess.run([sys.executable, "-I", "-S", HELPER, "source", "--src", str(src), "--lib",
+                          str(tmp_path / "lib")], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"rc": 0, "error": "", "commit": head, "changes": ["?? b.py"], "dirty": True}
+
+
 # ------------------------------------------------------------------------------------------------- required options
 
 @pytest.mark.parametrize("argv, usage, missing", [

@@ -92,6 +92,15 @@ def test_no_repository_reads_as_a_failure_not_as_clean(tmp_path):
     ("2 R. N... short\tx", "2 R. N... short\tx"),
     ("u UU N... short", "u UU N... short"),
     ("x something new", "x something new"),
+    # names with runs of spaces: fields are split on single spaces, and only up to the name
+    ("1 .M N... 1 2 3 a b two  spaces.py", ' M "two  spaces.py"'),
+    ("1 .M N... 1 2 3 a b  lead.py", ' M " lead.py"'),
+    ("u UU N... 1 2 3 4 a b c x  y.py", 'UU "x  y.py"'),
+    ("2 R. N... 1 2 3 a b R100 new  name.py\told  name.py", 'R  "old  name.py" -> "new  name.py"'),
+    ("u UU N... 1 2 3 4 a b c  lead.py", 'UU " lead.py"'),
+    ("2 R. N... 1 2 3 a b R100  lead.py\told.py", 'R  old.py -> " lead.py"'),
+    ("? a  b.py", '?? "a  b.py"'),
+    ('? "quoted already.py"', '?? "quoted already.py"'),
 ])
 def test_each_v2_entry_as_its_v1_line(line, expected):
     out = "# branch.oid abc\n# branch.head main\n%s\n" % line
