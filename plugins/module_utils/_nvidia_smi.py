@@ -70,6 +70,16 @@ def driver_query(nvidia_smi, ids=()):
     return query(nvidia_smi, 'gpu', ('driver_version',), units=True, ids=ids)
 
 
+def version_count_query(nvidia_smi):
+    """The driver version and the GPU count on each line (nvidia_userspace's check of a container's userspace)."""
+    return query(nvidia_smi, 'gpu', ('driver_version', 'count'), units=True)
+
+
+def list_query(nvidia_smi):
+    """`nvidia-smi -L`: one line per GPU, with its name and UUID."""
+    return [nvidia_smi, '-L']
+
+
 def parse_driver_version(text):
     """`--query-gpu=driver_version` output (one line per GPU) -> the one version every GPU reports."""
     versions = sorted(set(line.strip() for line in text.splitlines() if line.strip()))

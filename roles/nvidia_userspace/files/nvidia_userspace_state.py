@@ -7,7 +7,11 @@
       In the container: the regular files DIR/GLOB (the .run userspace's libnvidia-ml.so.<version>), the result
       of that query and of `nvidia-smi -L`.
 Prints one JSON object; a command result is {rc, stdout, stderr}; a command that cannot run or does not answer
-within SMI_TIMEOUT seconds has rc 127. The script builds every nvidia-smi argv it runs (_smi).
+within SMI_TIMEOUT seconds has rc 127.
+
+Sent ahead of it on the same stdin: the collection's plugins/module_utils/_nvidia_smi.py, which builds every
+nvidia-smi argv the collection runs (roles/nvidia_userspace/vars/main.yml, __nvidia_userspace_state_script); the
+server's helper runs its queries with the same file.
 """
 import argparse
 import fnmatch
@@ -18,11 +22,6 @@ import sys
 
 
 SMI_TIMEOUT = 120
-VERSION_QUERY = ("--query-gpu=driver_version,count", "--format=csv,noheader")
-
-
-def _smi(*args):
-    return _run(["nvidia-smi", *args])
 
 
 def _run(argv):
@@ -34,6 +33,8 @@ def _run(argv):
 
 
 def main():
+    if "version_count_query" not in globals():
+        sys.exit("nvidia_userspace_state.py: send plugins/module_utils/_nvidia_smi.py ahead of it on the same stdin")
     parser = argparse.ArgumentParser(prog="nvidia_userspace_state")
     parser.add_argument("mode", choices=["host", "container"])
     parser.add_argument("--lib-dir")
@@ -44,7 +45,7 @@ def main():
             with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
                 result = {"proc": handle.read(), "smi": None}
         except OSError:
-            result = {"proc": None, "smi": _smi(*VERSION_QUERY)}
+            result = {"proc": None, "smi": _run(version_count_query("nvidia-smi"))}  # noqa: F821 (_nvidia_smi)
     else:
         try:
             names = sorted(os.listdir(opts.lib_dir))
@@ -53,8 +54,8 @@ def main():
         libs = [os.path.join(opts.lib_dir, name) for name in names if fnmatch.fnmatch(name, opts.pattern)]
         result = {
             "libs": [path for path in libs if os.path.isfile(path) and not os.path.islink(path)],
-            "smi": _smi(*VERSION_QUERY),
-            "list": _smi("-L"),
+            "smi": _run(version_count_query("nvidia-smi")),  # noqa: F821 (_nvidia_smi.py, ahead on stdin)
+            "list": _run(list_query("nvidia-smi")),  # noqa: F821
         }
     print(json.dumps(result))
     return 0

@@ -1,19 +1,28 @@
-"""nvidia_userspace's reader (roles/nvidia_userspace/files/nvidia_userspace_state.py, sent on stdin): it builds every
-nvidia-smi argv it runs, each under its timeout; a command that hangs or is missing is rc 127, never a traceback."""
-import importlib
+"""nvidia_userspace's reader (roles/nvidia_userspace/files/nvidia_userspace_state.py), loaded as the role sends it:
+the collection's _nvidia_smi.py (every nvidia-smi argv) and the script on one stdin. Each query runs under its
+timeout; a command that hangs or is missing is rc 127, never a traceback."""
 import json
+import os
 import subprocess
 import sys
 import types
 
 import pytest
 
-NAME = "ansible_collections.gpuserve.sglang.roles.nvidia_userspace.files.nvidia_userspace_state"
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+SCRIPT = os.path.join(ROOT, "roles", "nvidia_userspace", "files", "nvidia_userspace_state.py")
+SMI = os.path.join(ROOT, "plugins", "module_utils", "_nvidia_smi.py")
+
+
+def sent_source(alone=False):
+    with open(SMI) as smi, open(SCRIPT) as script:
+        return script.read() if alone else smi.read() + "\n\n" + script.read()
 
 
 @pytest.fixture
 def state(monkeypatch):
-    mod = importlib.import_module(NAME)
+    mod = types.ModuleType("nvidia_userspace_state_as_sent")
+    exec(compile(sent_source(), "<stdin>", "exec"), mod.__dict__)  # what `python3 -` runs in the container
     calls = []
 
     def run(argv, **kwargs):
@@ -92,4 +101,20 @@ def test_a_missing_or_hung_nvidia_smi_is_rc_127(state, monkeypatch, exc):
     def run(argv, **kwargs):
         raise exc
     monkeypatch.setattr(state, "subprocess", types.SimpleNamespace(run=run, TimeoutExpired=subprocess.TimeoutExpired))
-    assert state._smi("-L") == {"rc": 127, "stdout": "", "stderr": str(exc)}
+    assert state._run(state.list_query("nvidia-smi")) == {"rc": 127, "stdout": "", "stderr": str(exc)}
+
+
+def test_the_sent_pair_runs_as_the_role_runs_it_and_the_script_alone_refuses(tmp_path):
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\necho \"$*\"\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]))
+    argv = [sys.executable, "-I", "-", "container", "--lib-dir", str(tmp_path), "--pattern", "x"]
+    out = subprocess.run(argv, input=sent_source(), capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["smi"]["stdout"] == "--query-gpu=driver_version,count --format=csv,noheader"
+    assert got["list"]["stdout"] == "-L"
+    alone = subprocess.run(argv, input=sent_source(alone=True), capture_output=True, text=True, env=env, check=False)
+    assert alone.returncode == 1 and alone.stdout == ""
+    assert alone.stderr.strip() == ("nvidia_userspace_state.py: send plugins/module_utils/_nvidia_smi.py ahead of "
+                                    "it on the same stdin")

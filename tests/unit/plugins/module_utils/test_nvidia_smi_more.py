@@ -272,6 +272,9 @@ def test_query_builds_every_query_the_collection_makes():
         'nvidia-smi', '--query-gpu=index', '--format=csv,noheader,nounits', '--id=7']
     assert smi.driver_query('nvidia-smi') == ['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader']
     assert smi.driver_query('smi', [1, 2]) == ['smi', '--query-gpu=driver_version', '--format=csv,noheader', '--id=1,2']
+    assert smi.version_count_query('/opt/smi') == ['/opt/smi', '--query-gpu=driver_version,count',
+                                                   '--format=csv,noheader']
+    assert smi.list_query('/opt/smi') == ['/opt/smi', '-L']
 
 
 @pytest.mark.parametrize('text, version', [
