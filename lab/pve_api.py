@@ -14,7 +14,7 @@ its errors are PVE's wording), but it keeps its guests in memory. This launcher
   across restarts, dropping those whose real container is gone;
 - seeds an existing real container (VMID 101 by default) that fakepve does not know yet;
 - answers an admin socket (STATE/admin.sock, root only) for fault injection and permissions: a locked container,
-  a task that ends in error, a slow task, a grant (which turns fakepve's permission checks on);
+  a task that ends in error, a slow task, a request that gets no answer for a while, a grant (which turns fakepve's permission checks on);
 - plays the node's `pct config|set|status|reboot` against the API as root@pam, which is what pct on a real node
   amounts to (the lab's /usr/sbin/pct can hand those subcommands to `pve_api.py pct`).
 
@@ -22,7 +22,8 @@ its errors are PVE's wording), but it keeps its guests in memory. This launcher
     pve_api.py stop   --state-dir DIR
     pve_api.py status --state-dir DIR
     pve_api.py fault  --state-dir DIR lock VMID [--lock backup] | unlock VMID | task-error METHOD PATH [...]
-                                      | start-error VMID MESSAGE | slow VMID [--op start] [--secs 5] | clear
+                                      | start-error VMID MESSAGE | slow VMID [--op start] [--secs 5]
+                                      | hang METHOD PATH [--secs 30] [--times N] | clear
     pve_api.py grant  --state-dir DIR USERID PATH PRIV [PRIV...]
     pve_api.py pct    --state-dir DIR config VMID | status VMID | set VMID --devN VALUE [--delete KEYS] | reboot VMID
 """
@@ -174,6 +175,19 @@ def make_server(args, creds):
                 if proc.returncode != 0:
                     last = text[-1] if text else 'no output'
                     raise TaskError('lab: {0} failed (exit {1}): {2}'.format(' '.join(argv), proc.returncode, last))
+
+        async def _answer(self, request, handler, generic, path_node):
+            # The lab's `hang` fault: requests METHOD ...PATH get no answer for SECS (PVE behind a stuck proxy, or
+            # pveproxy waiting on a hung cluster filesystem), then are handled as usual: a change a client gave up
+            # on is applied late, as PVE would. fakepve 0.5.0's own hang_rate hits every request, login included.
+            for key, rule in list(self.__dict__.setdefault('hangs', {}).items()):
+                if request.method == key[0] and self._failure_matches(request, generic, key[1]):
+                    if rule['times'] is not None:
+                        rule['times'] -= 1
+                        if rule['times'] <= 0:
+                            del self.hangs[key]
+                    await asyncio.sleep(rule['secs'])
+            return await super()._answer(request, handler, generic, path_node)
 
         def _record_of(self, ttype, tid, claimed):
             """The log record of the task whose body is starting (the newest unclaimed running one of its kind)."""
@@ -389,6 +403,10 @@ class Admin(object):
         if op == 'start-error':
             self.ct(req['vmid']).start_error = req['message']
             return {'ok': True}
+        if op == 'hang':
+            pve.__dict__.setdefault('hangs', {})[(req['method'], req['path'])] = {
+                'secs': float(req.get('secs') or 30), 'times': req.get('times')}
+            return {'ok': True}
         if op == 'slow':
             # Tasks take `secs` real seconds: time_scale becomes 1 (PVE second = real second) until 'clear'.
             secs = float(req.get('secs', 5))
@@ -402,6 +420,7 @@ class Admin(object):
             return {'ok': True}
         if op == 'clear':
             pve.failures.clear()
+            pve.__dict__.get('hangs', {}).clear()
             pve.time_scale = self.base_time_scale
             for key in pve.ct_secs:
                 pve.ct_secs[key] = 0
@@ -606,6 +625,8 @@ def cmd_fault(args):
     elif args.kind == 'task-error':
         req.update(method=args.method, path=args.path, message=args.message, error=args.error,
                    status=args.status, times=args.times)
+    elif args.kind == 'hang':
+        req.update(method=args.method, path=args.path, secs=args.secs, times=args.times)
     elif args.kind == 'clear':
         req['acl'] = args.acl
     admin_call(args.state_dir, req)
@@ -730,6 +751,11 @@ def main(argv=None):
     f.add_argument('--error')
     f.add_argument('--status', type=int)
     f.add_argument('--message')
+    f.add_argument('--times', type=int)
+    f = fsub.add_parser('hang', help='requests METHOD ...PATH get no answer for SECS, then are handled (late)')
+    f.add_argument('method')
+    f.add_argument('path')
+    f.add_argument('--secs', type=float, default=30)
     f.add_argument('--times', type=int)
     f = fsub.add_parser('clear', help='remove every fault (and, with --acl, every grant)')
     f.add_argument('--acl', action='store_true')

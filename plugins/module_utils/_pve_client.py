@@ -61,6 +61,11 @@ def with_lock_retries(action, retries, delay, sleep=time.sleep):
             sleep(delay)
 
 
+def _timed_out(exc):
+    """requests' Timeout (ConnectTimeout, ReadTimeout), by name: module_utils does not import requests itself."""
+    return any(cls.__name__ in ('Timeout', 'ReadTimeout', 'ConnectTimeout') for cls in type(exc).__mro__)
+
+
 def _resource_message(exc):
     """PVE's message from a proxmoxer ResourceException (status, reason, per-field errors)."""
     status = getattr(exc, 'status_code', None)
@@ -97,10 +102,13 @@ class ApiClient(object):
                 auth['user'] = user
             auth['token_name'] = token or params.get('api_token_id')
             auth['token_value'] = params.get('api_token_secret')
+        self.host, self.timeout = params['api_host'], params.get('api_timeout') or 30
         try:
-            self.api = ProxmoxAPI(params['api_host'], verify_ssl=verify,
-                                  timeout=params.get('api_timeout') or 30, **auth)
+            self.api = ProxmoxAPI(params['api_host'], verify_ssl=verify, timeout=self.timeout, **auth)
         except Exception as exc:  # proxmoxer raises plain exceptions for login failures
+            if _timed_out(exc):
+                raise PveFailure('cannot log in to the PVE API at {0}: no answer within {1} s (api_timeout); '
+                                 'check that pveproxy runs and answers on the node'.format(self.host, self.timeout))
             raise PveFailure('cannot log in to the PVE API at {0}: {1}'.format(
                 params['api_host'], _resource_message(exc)[0]))
 
@@ -110,6 +118,11 @@ class ApiClient(object):
         except PveFailure:
             raise
         except Exception as exc:
+            if _timed_out(exc):
+                raise PveFailure(
+                    'the PVE API at {0} did not answer within {1} s (api_timeout): {2}. A change it was sent may '
+                    'still be applied: the next run reads the config again before it changes anything'.format(
+                        self.host, self.timeout, exc))
             message, status = _resource_message(exc)
             raise PveFailure(message, status)
 

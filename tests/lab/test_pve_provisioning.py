@@ -261,6 +261,40 @@ def test_an_api_error_mid_provisioning_fails_clearly_loses_nothing_and_the_next_
     assert r.rc == 0 and lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0666'
 
 
+def test_an_api_that_does_not_answer_mid_provisioning_fails_clearly_and_the_next_run_converges(lab):
+    """Issue 18, bad input at the edges: the devN change gets no answer within api_timeout (PVE applies it late).
+    Proven: a clear failure, nothing but devN changed, the config converges and the run after is changed=0.
+    Not proven (a known gap, docs/server.md): that the running container is restarted to take a devN change PVE
+    applied after the run gave up; PVE keeps it pending and proxmox_lxc_gpu does not read pending changes yet."""
+    before = lab['ct'].config.get()
+    path = '/nodes/lab-pve/lxc/{0}/config'.format(VMID)
+    cli(lab['state'], 'fault', 'hang', 'PUT', path, '--secs', '8', '--times', '1')
+    start = time.monotonic()
+    try:
+        r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660', proxmox_container_api_timeout=3)
+    finally:
+        cli(lab['state'], 'fault', 'clear')
+    assert r.rc != 0
+    msg = failures['Pass the GPU device nodes (devN)']
+    assert 'did not answer within 3 s (api_timeout)' in msg and 'may still be applied' in msg, msg
+    assert time.monotonic() - start < 60
+    # PVE applies the change it got no answer for, late; nothing else was changed meanwhile
+    deadline = time.monotonic() + 30
+    while lab['ct'].config.get().get('dev0') != '/dev/nvidia0,mode=0660':
+        assert time.monotonic() < deadline, lab['ct'].config.get()
+        time.sleep(0.5)
+    after = lab['ct'].config.get()
+    assert {k: v for k, v in after.items() if not k.startswith('dev') and k != 'digest'} == \
+        {k: v for k, v in before.items() if not k.startswith('dev') and k != 'digest'}
+    r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    assert r.rc == 0, (failures, out[-3000:])
+    assert lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0660'
+    r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
+    assert r.rc == 0 and changed_tasks(events) == [], changed_tasks(events)
+    r, failures, out, events = provision(lab)  # back to the module's default for the tests after this one
+    assert r.rc == 0 and lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0666'
+
+
 def test_rebuild_refuses_without_matching_confirmation(lab):
     before = calls(lab)
     for extra in ({}, {'rebuild_confirm': '101'}):

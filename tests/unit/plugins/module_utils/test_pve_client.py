@@ -46,6 +46,8 @@ def http(monkeypatch):
                          kwargs.get("timeout")))
             answers = routes[(request.method, url)]
             status, payload = answers.pop(0) if len(answers) > 1 else answers[0]
+            if isinstance(status, Exception):  # the transport failed: no answer at all
+                raise status
             resp = requests.Response()
             resp.status_code, resp.url, resp.request = status, request.url, request
             resp.reason = "Internal Server Error" if status >= 500 else ("Forbidden" if status == 403 else "OK")
@@ -230,3 +232,36 @@ def test_pct_failures_quote_pcts_last_lines():
         pct.config()
     with pytest.raises(pc.PveFailure, match=r"^pct status 7: unexpected output 'weird'$"):
         pct.status()
+
+
+def test_a_request_that_gets_no_answer_in_time_says_so_and_that_the_change_may_still_land(http):
+    sent = http({("PUT", CT + "/config"): [(requests.exceptions.ReadTimeout("Read timed out. (read timeout=7)"),
+                                           None)]})
+    api = pc.ApiClient(token_params(), 101, "pve1")
+    with pytest.raises(pc.PveFailure) as exc:
+        api.update({"dev0": "/dev/nvidia0"}, [])
+    assert sent[-1][5] == 7  # api_timeout reaches requests
+    assert exc.value.message == (
+        "the PVE API at pve.example did not answer within 7 s (api_timeout): Read timed out. (read timeout=7). A "
+        "change it was sent may still be applied: the next run reads the config again before it changes anything")
+    assert exc.value.status is None and not exc.value.locked and SECRET not in exc.value.message
+
+
+def test_a_login_that_gets_no_answer_in_time_names_the_host_and_the_timeout(http):
+    http({("POST", BASE + "/access/ticket"): [(requests.exceptions.ConnectTimeout("connect timed out"), None)]})
+    with pytest.raises(pc.PveFailure) as exc:
+        pc.ApiClient(dict(api_host="pve.example", api_user="root@pam", api_password=PASSWORD), 101, "pve1")
+    assert exc.value.message == ("cannot log in to the PVE API at pve.example: no answer within 30 s (api_timeout); "
+                                 "check that pveproxy runs and answers on the node")
+
+
+@pytest.mark.parametrize("exc, timed_out", [
+    (requests.exceptions.ReadTimeout(), True),
+    (requests.exceptions.ConnectTimeout(), True),
+    (requests.exceptions.Timeout(), True),
+    (requests.exceptions.ConnectionError(), False),
+    (TimeoutError(), False),  # the OS's, not requests': proxmoxer's requests never raise it bare
+    (ValueError(), False),
+])
+def test_only_requests_timeouts_count_as_no_answer(exc, timed_out):
+    assert pc._timed_out(exc) is timed_out
