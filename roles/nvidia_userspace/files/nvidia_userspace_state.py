@@ -32,9 +32,15 @@ def _run(argv):
     return {"rc": proc.returncode, "stdout": proc.stdout.rstrip("\n"), "stderr": proc.stderr.rstrip("\n")}
 
 
-def main():
-    if "version_count_query" not in globals():
+def _sent(name):
+    """A function of plugins/module_utils/_nvidia_smi.py, which the role sends ahead of this file on stdin."""
+    if name not in globals():
         sys.exit("nvidia_userspace_state.py: send plugins/module_utils/_nvidia_smi.py ahead of it on the same stdin")
+    return globals()[name]
+
+
+def main():
+    _sent("version_count_query")  # refuse before reading anything
     parser = argparse.ArgumentParser(prog="nvidia_userspace_state")
     parser.add_argument("mode", choices=["host", "container"])
     parser.add_argument("--lib-dir")
@@ -45,7 +51,7 @@ def main():
             with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
                 result = {"proc": handle.read(), "smi": None}
         except OSError:
-            result = {"proc": None, "smi": _run(version_count_query("nvidia-smi"))}  # noqa: F821 (_nvidia_smi)
+            result = {"proc": None, "smi": _run(_sent("version_count_query")("nvidia-smi"))}
     else:
         try:
             names = sorted(os.listdir(opts.lib_dir))
@@ -54,8 +60,8 @@ def main():
         libs = [os.path.join(opts.lib_dir, name) for name in names if fnmatch.fnmatch(name, opts.pattern)]
         result = {
             "libs": [path for path in libs if os.path.isfile(path) and not os.path.islink(path)],
-            "smi": _run(version_count_query("nvidia-smi")),  # noqa: F821 (_nvidia_smi.py, ahead on stdin)
-            "list": _run(list_query("nvidia-smi")),  # noqa: F821
+            "smi": _run(_sent("version_count_query")("nvidia-smi")),
+            "list": _run(_sent("list_query")("nvidia-smi")),
         }
     print(json.dumps(result))
     return 0

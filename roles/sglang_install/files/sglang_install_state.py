@@ -107,10 +107,17 @@ def _git(src, *args):
     return _run(["git", "-C", src, *args])
 
 
+def _sent(name):
+    """A function of plugins/module_utils/_git_tree.py, which the role sends ahead of this file on stdin."""
+    if name not in globals():
+        sys.exit("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on the same stdin")
+    return globals()[name]
+
+
 def _tree(src):
-    """{rc, error, commit, changes, dirty}: _git_tree's reading (sent ahead of this file), run here."""
-    res = _run(status_argv(src))  # noqa: F821 (defined by _git_tree.py, ahead of this file on stdin)
-    return parse_status(res["rc"], res["stdout"], res["stderr"])  # noqa: F821
+    """{rc, error, commit, changes, dirty}: _git_tree's reading, run here."""
+    res = _run(_sent("status_argv")(src))
+    return _sent("parse_status")(res["rc"], res["stdout"], res["stderr"])
 
 
 def cmd_state(opts):
@@ -202,8 +209,7 @@ def cmd_facts(opts):
 
 
 def main():
-    if "parse_status" not in globals():
-        sys.exit("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on the same stdin")
+    _sent("parse_status")  # refuse before reading anything
     parser = argparse.ArgumentParser(prog="sglang_install_state")
     sub = parser.add_subparsers(dest="mode", required=True)
     state = sub.add_parser("state")

@@ -27,7 +27,7 @@ def v1(src):
 def tree(tmp_path):
     git(tmp_path, "init", "-q")
     for name in ("keep.py", "edit.py", "gone.py", "old_name.py", "both.py", "clash.py"):
-        (tmp_path / name).write_text("%s = 1\n" % name.split(".")[0])
+        (tmp_path / name).write_text("%s = 1\n" % name.split(".", maxsplit=1)[0])
     git(tmp_path, "add", ".")
     git(tmp_path, "commit", "-q", "-m", "one")
     return tmp_path
@@ -104,14 +104,14 @@ def test_no_repository_reads_as_a_failure_not_as_clean(tmp_path):
 ])
 def test_each_v2_entry_as_its_v1_line(line, expected):
     out = "# branch.oid abc\n# branch.head main\n%s\n" % line
-    assert _git_tree.parse_status(0, out, "") == {"rc": 0, "error": "", "commit": "abc", "changes": [expected],
-                                                   "dirty": True}
+    expect = {"rc": 0, "error": "", "commit": "abc", "changes": [expected], "dirty": True}
+    assert _git_tree.parse_status(0, out, "") == expect
 
 
 def test_headers_are_not_changes_and_a_header_value_may_hold_a_space():
     out = "# branch.oid abc def\n# branch.head main\n# branch.upstream origin/main\n\n"
-    assert _git_tree.parse_status(0, out, "") == {"rc": 0, "error": "", "commit": "abc def", "changes": [],
-                                                   "dirty": False}
+    expect = {"rc": 0, "error": "", "commit": "abc def", "changes": [], "dirty": False}
+    assert _git_tree.parse_status(0, out, "") == expect
 
 
 def test_a_failure_keeps_the_last_500_characters_of_its_error_and_ignores_its_output():
