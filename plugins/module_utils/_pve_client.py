@@ -133,7 +133,10 @@ class ApiClient(object):
     def version(self):
         return self._call(self.api.version.get)
 
-    def config(self):
+    def config(self, current=False):
+        """The config with pending changes applied (PVE's default view), or the values the container runs with."""
+        if current:
+            return self._call(lambda: self._ct.config.get(current=1))
         return self._call(self._ct.config.get)
 
     def update(self, sets, deletes, digest=None):
@@ -195,10 +198,11 @@ class PctClient(object):
                 ' '.join(argv[:3]), rc, ' | '.join(text[-3:]) or 'no output'))
         return out
 
-    def config(self):
-        """`pct config VMID` as a dict (the pending values, as the API's default view; snapshots left out)."""
+    def config(self, current=False):
+        """`pct config VMID` as a dict (the pending values, as the API's default view; snapshots left out), or with
+        --current the values the container runs with."""
         cfg = {}
-        for line in self._run('config', self.vmid).splitlines():
+        for line in self._run('config', self.vmid, *(['--current'] if current else [])).splitlines():
             if line.startswith('['):
                 break
             if not line or line.startswith('#'):

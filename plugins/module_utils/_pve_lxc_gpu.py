@@ -3,7 +3,9 @@
 """The work of gpuserve.sglang.proxmox_lxc_gpu. Private to this collection.
 
 Read the container's devN entries, compute the entries that pass the wanted GPU device nodes, change only the
-difference (never in check mode), restart only when the device set changed and a restart was asked for.
+difference (never in check mode), restart only when the device set changed and a restart was asked for. A running
+container whose config already holds the wanted entries, but which has not taken them (PVE keeps a changed devN
+pending until the container restarts: a run that gave up, or was killed, before its restart), is restarted too.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -112,6 +114,15 @@ def explain(exc, method, params):
     return 'CT {0}: {1}'.format(params['vmid'], text)
 
 
+def not_taken(pve, wanted, opts, params):
+    """The devN keys a running container has not taken: its running values (the config without pending changes)
+    differ from the wanted entries. [] for a stopped container, which takes every pending change when it starts."""
+    if pve.status() != 'running':
+        return []
+    change = devices.plan(pve.config(current=True), wanted, opts, prune=params['prune'])
+    return sorted(set(change['set']) | set(change['delete']))
+
+
 def run(module):
     params = module.params
     method = choose_method(params)
@@ -137,6 +148,13 @@ def run(module):
         result['set'] = change['set']
         result['delete'] = change['delete']
         if not change['set'] and not change['delete']:
+            pending = not_taken(pve, wanted, opts, params)
+            if pending:
+                # the config is right, the running container is not: it takes pending devN only at a restart
+                result.update(pending=pending, restart_required=True, changed=params['restart'])
+                if params['restart'] and not module.check_mode:
+                    client.with_lock_retries(lambda: pve.reboot(params['task_timeout']), retries, delay)
+                    result.update(restarted=True, restart_required=False)
             module.exit_json(**result)
         result['changed'] = True
         running = pve.status() == 'running'

@@ -91,7 +91,11 @@ options:
     type: path
     default: /usr/sbin/pct
   restart:
-    description: Reboot the container when its device set changed and it is running.
+    description:
+      - Reboot the container when its device set changed and it is running.
+      - Also when the config already holds the wanted entries but the running container does not (PVE keeps a
+        changed devN of a running container pending until it restarts, for example a change applied after a run
+        gave up waiting for the API, or a run killed before its restart); RV(pending) lists them.
     type: bool
     default: false
   lock_retries:
@@ -203,9 +207,15 @@ delete:
   type: list
   elements: str
 restart_required:
-  description: The device set changed while the container runs, and it was not restarted.
+  description: The device set changed, or is pending, while the container runs, and it was not restarted.
   returned: always
   type: bool
+pending:
+  description: The devN keys whose wanted entries are in the config but not in the running container.
+  returned: when the config holds the wanted entries and the running container does not
+  type: list
+  elements: str
+  sample: [dev0, dev1]
 restarted:
   description: The container was rebooted to take the new device set.
   returned: always

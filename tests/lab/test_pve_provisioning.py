@@ -263,9 +263,9 @@ def test_an_api_error_mid_provisioning_fails_clearly_loses_nothing_and_the_next_
 
 def test_an_api_that_does_not_answer_mid_provisioning_fails_clearly_and_the_next_run_converges(lab):
     """Issue 18, bad input at the edges: the devN change gets no answer within api_timeout (PVE applies it late).
-    Proven: a clear failure, nothing but devN changed, the config converges and the run after is changed=0.
-    Not proven (a known gap, docs/server.md): that the running container is restarted to take a devN change PVE
-    applied after the run gave up; PVE keeps it pending and proxmox_lxc_gpu does not read pending changes yet."""
+    Proven: a clear failure, nothing but devN changed; PVE keeps the late change pending on the running container,
+    so the next run finds the config right but the container not, restarts it to take the entries, and the run
+    after is changed=0."""
     before = lab['ct'].config.get()
     path = '/nodes/lab-pve/lxc/{0}/config'.format(VMID)
     cli(lab['state'], 'fault', 'hang', 'PUT', path, '--secs', '8', '--times', '1')
@@ -286,9 +286,14 @@ def test_an_api_that_does_not_answer_mid_provisioning_fails_clearly_and_the_next
     after = lab['ct'].config.get()
     assert {k: v for k, v in after.items() if not k.startswith('dev') and k != 'digest'} == \
         {k: v for k, v in before.items() if not k.startswith('dev') and k != 'digest'}
+    assert lab['ct'].pending.get(), 'PVE applied the late change to the running container directly'
+    assert lab['ct'].config.get(current=1)['dev0'] == before['dev0']  # what it runs with
     r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
     assert r.rc == 0, (failures, out[-3000:])
-    assert lab['ct'].config.get()['dev0'] == '/dev/nvidia0,mode=0660'
+    devn = [e['event_data']['res'] for e in events if e['event'] == 'runner_on_ok'
+            and e['event_data']['task'] == 'Pass the GPU device nodes (devN)'][0]
+    assert devn['changed'] and devn['restarted'] and devn['set'] == {} and 'dev0' in devn['pending'], devn
+    assert lab['ct'].config.get(current=1)['dev0'] == '/dev/nvidia0,mode=0660'  # taken at the restart
     r, failures, out, events = provision(lab, proxmox_container_gpu_mode='0660')
     assert r.rc == 0 and changed_tasks(events) == [], changed_tasks(events)
     r, failures, out, events = provision(lab)  # back to the module's default for the tests after this one

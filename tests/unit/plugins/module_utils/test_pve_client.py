@@ -265,3 +265,11 @@ def test_a_login_that_gets_no_answer_in_time_names_the_host_and_the_timeout(http
 ])
 def test_only_requests_timeouts_count_as_no_answer(exc, timed_out):
     assert pc._timed_out(exc) is timed_out
+
+
+def test_the_running_values_are_read_with_current(http):
+    sent = http({("GET", CT + "/config"): [(200, {"dev0": "/dev/nvidia0", "digest": "d"})]})
+    api = pc.ApiClient(token_params(), 101, "pve1")
+    assert api.config() == {"dev0": "/dev/nvidia0", "digest": "d"}
+    assert api.config(current=True) == {"dev0": "/dev/nvidia0", "digest": "d"}
+    assert [parse_qs(urlsplit(s[1]).query) for s in sent[-2:]] == [{}, {"current": ["1"]}]

@@ -66,7 +66,9 @@ def pve(monkeypatch):
             state['config'].pop(key, None)
         kw.pop('digest', None)
         state['config'].update(kw)
-    ct.config.get.side_effect = lambda: dict(state['config'])
+    # current=1: the values the container runs with; 'current' is set where a test has pending changes
+    ct.config.get.side_effect = lambda **kw: dict(state['current'] if kw == {'current': 1} and 'current' in state
+                                                  else state['config'])
     ct.config.put.side_effect = put
     ct.status.current.get.side_effect = lambda: {'status': state['status']}
     ct.status.reboot.post.return_value = 'UPID:pve1:0001:vzreboot:101:root@pam:'
@@ -117,8 +119,65 @@ def test_running_container_restarts_only_when_asked_and_only_on_change(pve):
     assert res['restarted'] and not res['restart_required']
     pve['ct'].status.reboot.post.assert_called_once()
     failed, res = run(dict(API, restart=True))
-    assert not res['changed'] and not res['restarted']
+    assert not failed and not res['changed'] and not res['restarted'] and 'pending' not in res
     pve['ct'].status.reboot.post.assert_called_once()
+
+
+def pending_state(pve):
+    """A running container whose config holds the wanted entries (applied late, after a run gave up) while it
+    still runs with the old ones: PVE keeps them pending until it restarts."""
+    run(API)
+    pve['current'] = {'hostname': 'ct101', 'dev0': '/dev/dri/renderD128,gid=104', 'dev1': '/dev/nvidia0,mode=0600'}
+    pve['status'] = 'running'
+    pve['puts'].clear()
+
+
+def test_a_running_container_that_has_not_taken_its_devn_is_restarted(pve):
+    pending_state(pve)
+    failed, res = run(dict(API, restart=True))
+    assert not failed and res['changed'] and res['restarted'] and not res['restart_required']
+    assert res['pending'] == ['dev1', 'dev2', 'dev3', 'dev4', 'dev5'] and res['set'] == {} and pve['puts'] == []
+    pve['ct'].status.reboot.post.assert_called_once()
+    pve['ct'].config.get.assert_any_call(current=1)
+
+
+def test_pending_devn_without_restart_is_reported_not_changed(pve):
+    pending_state(pve)
+    failed, res = run(API)
+    assert not failed and not res['changed'] and res['restart_required'] and not res['restarted']
+    assert res['pending'] == ['dev1', 'dev2', 'dev3', 'dev4', 'dev5']
+    pve['ct'].status.reboot.post.assert_not_called()
+
+
+def test_pending_devn_in_check_mode_reports_the_restart_and_does_nothing(pve):
+    pending_state(pve)
+    failed, res = run(dict(API, restart=True), check_mode=True)
+    assert not failed and res['changed'] and res['restart_required'] and not res['restarted']
+    pve['ct'].status.reboot.post.assert_not_called()
+
+
+def test_a_locked_restart_for_pending_devn_is_retried(pve):
+    pending_state(pve)
+    pve['ct'].status.reboot.post.side_effect = [ResourceException(500, LOCKED), 'UPID:pve1:0002:vzreboot:101:root@pam:']
+    failed, res = run(dict(API, restart=True, lock_retries=1))
+    assert not failed and res['restarted'] and pve['ct'].status.reboot.post.call_count == 2
+
+
+def test_a_stopped_container_with_pending_devn_is_left_to_take_them_at_its_start(pve):
+    pending_state(pve)
+    pve['status'] = 'stopped'
+    failed, res = run(dict(API, restart=True))
+    assert not failed and not res['changed'] and not res['restart_required'] and 'pending' not in res
+    assert all(call.kwargs == {} for call in pve['ct'].config.get.call_args_list)
+    pve['ct'].status.reboot.post.assert_not_called()
+
+
+def test_a_pending_devn_that_prune_would_delete_counts(pve):
+    run(dict(API, devices=DEVICES[:1], prune=True))
+    pve['current'] = dict(pve['config'], dev9='/dev/nvidia7,mode=0666')
+    pve['status'] = 'running'
+    failed, res = run(dict(API, devices=DEVICES[:1], prune=True, restart=True))
+    assert not failed and res['restarted'] and res['pending'] == ['dev9']
 
 
 def test_reboot_task_error_fails_with_exit_status(pve):
@@ -366,6 +425,25 @@ def test_pct_method_runs_the_given_pct(pve, monkeypatch, tmp_path):
     assert not failed and res['method'] == 'pct' and res['restart_required'] is True
     assert {a[0] for a in argvs} == {str(pct)}
     assert argvs[-1] == [str(pct), 'set', '101', '--dev0', '/dev/nvidia0,mode=0666']
+
+
+def test_pct_method_reads_the_running_values_with_current(pve, monkeypatch, tmp_path):
+    pct = tmp_path / 'pct'
+    pct.write_text('#!/bin/sh\n')
+    pct.chmod(0o755)
+    argvs = []
+
+    def run_command(self, argv, **kw):
+        argvs.append(list(argv[1:]))
+        if argv[1] == 'status':
+            return 0, 'status: running\n', ''
+        if argv[1] == 'config':  # the config holds dev0; the container runs without it
+            return 0, ('hostname: ct101\n' if '--current' in argv else 'dev0: /dev/nvidia0,mode=0666\n'), ''
+        return 0, '', ''
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
+    failed, res = run(dict(API, method='pct', pct_path=str(pct), devices=['/dev/nvidia0'], restart=True))
+    assert not failed and res['pending'] == ['dev0'] and res['restarted']
+    assert argvs == [['config', '101'], ['status', '101'], ['config', '101', '--current'], ['reboot', '101']]
 
 
 def test_reading_the_config_is_not_retried(pve):
