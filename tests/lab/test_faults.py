@@ -1,5 +1,6 @@
-"""Faults in the lab (issue 18, items 2-4): restarts outside Ansible are gated, two runs never interleave, and GPU
-memory that stays after its holder is killed is waited for, or named with what to do.
+"""Faults in the lab (issue 18, items 2-5): restarts outside Ansible are gated, two runs never interleave, GPU
+memory that stays after its holder is killed is waited for, or named with what to do, and a restart is refused
+before the stop when the manifest's file system is full.
 
 A SIMULATED GPU is held by a process in the container (a holder of /dev/nvidia3 with GPUSIM_MIB, which the
 stand-in nvidia-smi counts); `systemctl restart sglang` inside the container must wait in the unit's
@@ -209,3 +210,49 @@ def test_memory_that_stays_past_the_gate_timeout_is_named_with_what_to_do(server
     rc, out = finish(playbook(RESTART))
     assert rc == 0, out[-3000:]
     assert last_manifest()["gate"]["passed"] is True
+
+
+STATE_DIR = "/var/lib/gpuserve"
+ROOM = "/run/gpuserve-test-room"  # a small tmpfs that stands in for the state's file system while it is full
+
+
+def state_files():
+    """sha1 of every state file but the filler: what a refused restart must leave as it was."""
+    return pct("sh", "-c", "cd %s && find . -type f ! -name filler -exec sha1sum {} + | sort" % STATE_DIR).stdout
+
+
+def test_a_full_disk_where_the_manifest_is_written_refuses_the_restart_and_loses_nothing(server_running):
+    """Issue 18 item 5: the manifest's file system has less room than sglang_server_min_free_mib (64 MiB). The
+    restart is refused before anything stops, naming the directory and its room; the server runs on, every state
+    file is as it was; with room again the next run restarts and records it. The file system is a 80 MiB tmpfs
+    mounted over the state directory, holding a copy of it, filled to leave about 20 MiB."""
+    before, unit_before = last_manifest(), unit_state()
+    pct("mkdir", "-p", ROOM)
+    pct("mount", "-t", "tmpfs", "-o", "size=80m,mode=0755", "tmpfs", ROOM)
+    try:
+        pct("cp", "-a", STATE_DIR + "/.", ROOM + "/")
+        pct("mount", "--bind", ROOM, STATE_DIR)
+        try:
+            pct("fallocate", "-l", "60m", STATE_DIR + "/filler")
+            files = state_files()
+            rc, out = finish(playbook(RESTART))
+            assert rc != 0
+            flat = " ".join(out.split())
+            assert re.search(r"not restarting: /var/lib/gpuserve has \d+ MiB free, and the manifest, its history and "
+                             r"the last verified config, written after the new server is verified, need at least 64 "
+                             r"MiB \(sglang_server_min_free_mib\)\. Nothing was stopped: the server runs as before\.",
+                             flat), "\n".join(line for line in out.splitlines() if "fatal" in line or "restart" in line)
+            assert unit_state() == unit_before and state_files() == files
+            pct("rm", STATE_DIR + "/filler")
+            rc, out = finish(playbook(RESTART))
+            assert rc == 0, out[-3000:]
+            after = last_manifest()
+            assert after["main_pid"] != before["main_pid"] and str(after["main_pid"]) == unit_state()["MainPID"]
+        finally:
+            pct("rm", "-f", STATE_DIR + "/filler")
+            pct("umount", STATE_DIR)
+        pct("cp", "-a", ROOM + "/.", STATE_DIR + "/")  # what the runs wrote, back on the real file system
+    finally:
+        pct("umount", ROOM, check=False)
+        pct("rmdir", ROOM, check=False)
+    assert last_manifest() == after
