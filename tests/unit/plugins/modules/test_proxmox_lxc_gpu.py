@@ -135,7 +135,7 @@ def pending_state(pve):
 def test_a_running_container_that_has_not_taken_its_devn_is_restarted(pve):
     pending_state(pve)
     failed, res = run(dict(API, restart=True))
-    assert not failed and res['changed'] and res['restarted'] and not res['restart_required']
+    assert not failed and res['changed'] is True and res['restarted'] is True and res['restart_required'] is False
     assert res['pending'] == ['dev1', 'dev2', 'dev3', 'dev4', 'dev5'] and res['set'] == {} and pve['puts'] == []
     pve['ct'].status.reboot.post.assert_called_once()
     pve['ct'].config.get.assert_any_call(current=1)
