@@ -130,13 +130,13 @@ def test_a_holder_that_does_not_start_is_killed_but_never_pid_0_or_1(helper, mon
         fake_child(helper, monkeypatch)  # a mutant that runs the child branch here only records and raises
         monkeypatch.setattr(helper.os, "fork", lambda: pid)  # the parent side; the child never runs
         monkeypatch.setattr(helper.os, "kill", lambda p, sig: signalled.append(p))
-        monkeypatch.setattr(helper.os, "waitpid", lambda p, flags: reaped.append(p) or (p, 0))
+        monkeypatch.setattr(helper.os, "waitpid", lambda p, flags: reaped.append((p, flags)) or (p, 0))
         started = helper._spawn_holder(fd, "t0k", 1.0)
         monkeypatch.undo()
         assert started is None  # nothing wrote "ok": the ready pipe just closed
     finally:
         os.close(fd)
-    assert signalled == killed and reaped == [pid]
+    assert signalled == killed and reaped == [(pid, 0)]  # waited for, not polled (WNOHANG would leave a zombie)
 
 
 # -------------------------------------------------------------------------------------------- owner and holder
