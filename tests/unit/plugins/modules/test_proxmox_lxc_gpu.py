@@ -409,7 +409,9 @@ def test_pct_missing_message_names_the_path_and_the_host(pve, tmp_path):
                           'or give api_password for root@pam'.format(pct, HOST))
 
 
-def test_pct_method_runs_the_given_pct(pve, monkeypatch, tmp_path):
+def fake_pct(monkeypatch, tmp_path, config=None, current=None):
+    """A pct here, answered by run_command: `status` says running, `config` (with --current: the running values)
+    prints the given text, everything else succeeds silently. Returns its path and the argvs it was called with."""
     pct = tmp_path / 'pct'
     pct.write_text('#!/bin/sh\n')
     pct.chmod(0o755)
@@ -419,31 +421,28 @@ def test_pct_method_runs_the_given_pct(pve, monkeypatch, tmp_path):
         argvs.append(list(argv))
         if argv[1] == 'status':
             return 0, 'status: running\n', ''
+        if argv[1] == 'config' and config is not None:
+            return 0, (current if '--current' in argv else config), ''
         return 0, '', ''
     monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
-    failed, res = run(dict(API, method='pct', pct_path=str(pct), devices=['/dev/nvidia0']))
+    return str(pct), argvs
+
+
+def test_pct_method_runs_the_given_pct(pve, monkeypatch, tmp_path):
+    pct, argvs = fake_pct(monkeypatch, tmp_path)
+    failed, res = run(dict(API, method='pct', pct_path=pct, devices=['/dev/nvidia0']))
     assert not failed and res['method'] == 'pct' and res['restart_required'] is True
-    assert {a[0] for a in argvs} == {str(pct)}
-    assert argvs[-1] == [str(pct), 'set', '101', '--dev0', '/dev/nvidia0,mode=0666']
+    assert {a[0] for a in argvs} == {pct}
+    assert argvs[-1] == [pct, 'set', '101', '--dev0', '/dev/nvidia0,mode=0666']
 
 
 def test_pct_method_reads_the_running_values_with_current(pve, monkeypatch, tmp_path):
-    pct = tmp_path / 'pct'
-    pct.write_text('#!/bin/sh\n')
-    pct.chmod(0o755)
-    argvs = []
-
-    def run_command(self, argv, **kw):
-        argvs.append(list(argv[1:]))
-        if argv[1] == 'status':
-            return 0, 'status: running\n', ''
-        if argv[1] == 'config':  # the config holds dev0; the container runs without it
-            return 0, ('hostname: ct101\n' if '--current' in argv else 'dev0: /dev/nvidia0,mode=0666\n'), ''
-        return 0, '', ''
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
-    failed, res = run(dict(API, method='pct', pct_path=str(pct), devices=['/dev/nvidia0'], restart=True))
+    # the config holds dev0; the container runs without it
+    pct, argvs = fake_pct(monkeypatch, tmp_path, config='dev0: /dev/nvidia0,mode=0666\n', current='hostname: ct101\n')
+    failed, res = run(dict(API, method='pct', pct_path=pct, devices=['/dev/nvidia0'], restart=True))
     assert not failed and res['pending'] == ['dev0'] and res['restarted']
-    assert argvs == [['config', '101'], ['status', '101'], ['config', '101', '--current'], ['reboot', '101']]
+    assert [argv[1:] for argv in argvs] == [['config', '101'], ['status', '101'], ['config', '101', '--current'],
+                                            ['reboot', '101']]
 
 
 def test_reading_the_config_is_not_retried(pve):
