@@ -14,6 +14,22 @@ options:
     type: list
     elements: int
     default: []
+  minors:
+    description:
+      - The GPUs to check by device minor, the N of C(/dev/nvidiaN) (what a container's C(devN) entries pass
+        in). Each is mapped to its GPU through the driver's O(gpu_info_root) (C(Device Minor) and C(GPU UUID)),
+        then found in C(nvidia-smi)'s list by UUID, since C(nvidia-smi)'s index follows PCI bus order and the
+        minor the driver's probe order; they differ on some hosts.
+      - Only with O(target=local) (the PVE host). Not together with O(gpus). Empty selects by O(gpus).
+      - A minor the driver does not list, or a GPU C(nvidia-smi) does not list, fails the gate.
+    type: list
+    elements: int
+    default: []
+  gpu_info_root:
+    description:
+      - Where the driver lists its GPUs, one C(<bus id>/information) file each. Only read with O(minors).
+    type: str
+    default: /proc/driver/nvidia/gpus
   expected_count:
     description:
       - How many GPUs C(nvidia-smi) must list in total (before O(gpus) selects). Any other count fails the

@@ -12,12 +12,16 @@ import os
 import re
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_map import (
+    INFO_ROOT, GpuMapError, read_information, uuids_of_minors)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
     NvmlReader, SmiError, SmiReader, select)
 
 # Mirrored by doc fragment gpuserve.sglang._gate.
 GATE_ARGS = dict(
     gpus=dict(type='list', elements='int', default=[]),
+    minors=dict(type='list', elements='int', default=[]),
+    gpu_info_root=dict(type='str', default=INFO_ROOT),
     expected_count=dict(type='int'),
     max_used_mib=dict(type='int', default=0),
     timeout=dict(type='float', default=30.0),
@@ -146,6 +150,34 @@ def advice(over, holders):
     return ''.join('. ' + text for text in texts)
 
 
+def minor_selection(params, runner):
+    """{uuid: minor} of the GPUs behind /dev/nvidia<minor> for params['minors'] (read from the driver's
+    gpu_info_root on this host), or None when the gate selects by index. The minor is the N of a container's
+    devN entry /dev/nvidiaN; it is not always nvidia-smi's index (_gpu_map)."""
+    if not params['minors']:
+        return None
+    if params['gpus']:
+        raise SmiError('give the GPUs to check as minors or as gpus (indexes), not both')
+    if not runner.local:
+        raise SmiError('minors are read from %s on this host: use target=local (the PVE host) with minors, '
+                       'not target=%s' % (params['gpu_info_root'], runner.target))
+    try:
+        return uuids_of_minors(read_information(params['gpu_info_root']), params['minors'])
+    except GpuMapError as exc:
+        raise SmiError('cannot map device minors to GPUs: %s' % exc) from None
+
+
+def select_minors(gpus, wanted, expected_count, raw):
+    """The GPUs whose UUID is wanted ({uuid: minor}), each with its minor; fails when one is not listed."""
+    gpus = select(gpus, [], expected_count, raw)
+    chosen = [dict(g, minor=wanted[g['uuid']]) for g in gpus if g['uuid'] in wanted]
+    if len(chosen) != len(wanted):
+        missing = sorted(m for u, m in wanted.items() if u not in set(g['uuid'] for g in gpus))
+        raise SmiError('nvidia-smi does not list the GPU(s) behind device minor(s) %s (the driver does): '
+                       'check `nvidia-smi -L` and %s' % (missing, INFO_ROOT), raw)
+    return chosen
+
+
 def make_reader(params, runner):
     if params['backend'] == 'nvml':
         if not runner.local:
@@ -174,10 +206,13 @@ def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.mon
     base = dict(backend=params['backend'], max_used_mib=params['max_used_mib'], polls=0, passed=False)
     reader = None
     try:
+        wanted = minor_selection(params, runner)
         reader = make_reader(params, runner)
 
         def read():
             gpus, raw = reader.read()
+            if wanted is not None:
+                return select_minors(gpus, wanted, params['expected_count'], raw), raw
             return select(gpus, params['gpus'], params['expected_count'], raw), raw
 
         # Check mode makes exactly one read and judges it.

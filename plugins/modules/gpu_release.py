@@ -123,6 +123,18 @@ options:
         type: list
         elements: int
         default: []
+      minors:
+        description:
+          - GPUs to check by device minor (the N of C(/dev/nvidiaN), what the container's C(devN) entries pass),
+            mapped to C(nvidia-smi)'s GPUs by UUID through O(gate.gpu_info_root); see
+            M(gpuserve.sglang.gpu_memory_gate). Only with O(gate.target=local); not with O(gate.gpus).
+        type: list
+        elements: int
+        default: []
+      gpu_info_root:
+        description: Where the driver lists its GPUs (C(<bus id>/information)); read only with O(gate.minors).
+        type: str
+        default: /proc/driver/nvidia/gpus
       expected_count:
         description: How many GPUs C(nvidia-smi) must list; any other count fails.
         type: int

@@ -206,3 +206,42 @@ def test_the_standin_runs_under_debians_python3(env):
     res = subprocess.run([py, STANDIN, "--query-gpu=index,memory.used", "--format=csv,noheader,nounits",
                           "-i", "0"], env=dict(os.environ, **env), capture_output=True, text=True, check=False)
     assert (res.returncode, res.stdout) == capture("gpu_idle")
+
+
+def driver_map(env, tmp_path, **extra):
+    """The stand-in's driver information tree and its `index,pci.bus_id,uuid` list, joined by the collection's
+    own _gpu_map (what the gate reads): [(index, minor)]."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_map
+
+    root = str(tmp_path / "driver" / "gpus")
+    assert run(env, "--gpusim-driver-info", root, **extra) == (0, "", "")
+    rc, out, _ = run(env, "--query-gpu=index,pci.bus_id,uuid", "--format=csv,noheader", **extra)
+    assert rc == 0
+    joined = _gpu_map.join(_gpu_map.parse_smi(out), _gpu_map.read_information(root))
+    return [(g["index"], g["minor"]) for g in joined]
+
+
+def test_by_default_minor_n_is_gpu_n(env, tmp_path):
+    assert driver_map(env, tmp_path) == [(i, i) for i in range(8)]
+
+
+def test_a_bus_order_makes_the_index_differ_from_the_minor(env, tmp_path):
+    order = dict(GPUSIM_BUS_ORDER="4,5,6,7,0,1,2,3")
+    assert driver_map(env, tmp_path, **order) == [(0, 4), (1, 5), (2, 6), (3, 7), (4, 0), (5, 1), (6, 2), (7, 3)]
+    # the memory of the GPU behind /dev/nvidia0 shows at index 4, and -i 4 selects it
+    rc, out, _ = run(env, "--query-gpu=index,uuid,memory.used", "--format=csv,noheader,nounits",
+                     holders={NO_PID: {0}}, GPUSIM_DEFAULT_MIB="4096", **order)
+    rows = [line.split(", ") for line in out.splitlines()]
+    assert rc == 0 and [r[0] for r in rows if r[2] != "0"] == ["4"] and rows[4][1] == smi.gpu_uuid(0)
+    assert run(env, "-L", "-i", "4", **order)[1] == "GPU 4: NVIDIA H200 (UUID: %s)\n" % smi.gpu_uuid(0)
+
+
+def test_the_driver_information_is_rewritten_whole(env, tmp_path):
+    driver_map(env, tmp_path, GPUSIM_BUS_ORDER="1,0")
+    assert driver_map(env, tmp_path) == [(i, i) for i in range(8)]
+    assert len(os.listdir(str(tmp_path / "driver" / "gpus"))) == 8
+
+
+def test_a_bus_order_naming_a_minor_twice_is_refused(env):
+    rc, _out, err = run(env, "-L", GPUSIM_BUS_ORDER="0,0")
+    assert rc == 1 and "lists a minor twice" in err

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.sbin.gpuserve_sglang"
@@ -279,12 +280,16 @@ def test_default_lib_is_where_the_role_installs_the_gate(helper):
 
 
 @pytest.mark.foreign_python
-def test_the_two_sent_files_are_the_whole_gate_without_ansible(tmp_path, smi):
-    """What the container has: the helper, _gate.py and _nvidia_smi.py under --lib, a Python without ansible."""
+def test_the_sent_files_are_the_whole_gate_without_ansible(tmp_path, smi):
+    """What the container has: the helper and the files the role sends (__sglang_server_gate_files) under --lib,
+    a Python without ansible."""
     lib = tmp_path / "lib"
     dest = lib / "ansible_collections" / "gpuserve" / "sglang" / "plugins" / "module_utils"
     dest.mkdir(parents=True)
-    for name in ("_gate.py", "_nvidia_smi.py"):
+    with open(os.path.join(ROOT, "roles", "sglang_server", "vars", "main.yml")) as f:
+        sent = yaml.safe_load(f)["__sglang_server_gate_files"]
+    assert "_gate.py" in sent, sent
+    for name in sent:
         shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), dest / name)
     fake = smi([{"out": gpus({1: 100})}, {"out": gpus()}])
     # -I: no site-packages (no ansible), no PYTHONPATH, no current directory

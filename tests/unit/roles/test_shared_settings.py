@@ -26,10 +26,13 @@ def load(path):
 SETTINGS = load(os.path.join(HERE, "roles", COMMON, "defaults", "main.yml"))
 # Shared path, name and URL literals: a value holding one of them (as a whole path component) repeats it.
 LITERALS = {name: SETTINGS[name] for name in
-            ("gpuserve_venv", "gpuserve_src_dir", "gpuserve_env_file", "gpuserve_unit")}
+            ("gpuserve_venv", "gpuserve_src_dir", "gpuserve_env_file", "gpuserve_unit", "gpuserve_gpu_info_root")}
 LITERALS["gpuserve_sglang_repo_url"] = "https://github.com/sgl-project/sglang.git"
 PORT = SETTINGS["gpuserve_port"]
+# gpuserve_gpu_count defaults to the length of gpuserve_gpus, else a literal count: that literal is the setting.
 GPU_COUNT = SETTINGS["gpuserve_gpu_count"]
+if isinstance(GPU_COUNT, str):
+    GPU_COUNT = int(re.fullmatch(r"\{\{ gpuserve_gpus \| length if gpuserve_gpus else (\d+) \}\}", GPU_COUNT).group(1))
 NCCL_NAMES = set(SETTINGS["gpuserve_nccl_env"])
 # Keys whose literal value would be a second GPU count (the benchmark's host count 0 means "any": not one).
 GPU_COUNT_KEY = re.compile(r"(gpu_count|tp_size|expected_count)$")

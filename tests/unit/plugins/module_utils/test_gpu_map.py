@@ -1,0 +1,156 @@
+"""_gpu_map: nvidia-smi index <-> /dev/nvidiaN minor, on the real H200 captures and on a host where they differ."""
+import os
+import shutil
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_map as gm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+CAPTURES = os.path.join(ROOT, 'tests', 'fixtures', 'nvidia-h200-minor')
+UUID0 = 'GPU-0c10bfa4-4b69-7a17-b502-2287a69f3ae6'
+UUID1 = 'GPU-5b7d9803-944c-ef68-8324-0963f2eaf549'
+
+
+def capture(name):
+    with open(os.path.join(CAPTURES, name)) as f:
+        return f.read()
+
+
+@pytest.fixture
+def proc_root(tmp_path):
+    """The real H200's /proc/driver/nvidia/gpus, as captured."""
+    root = tmp_path / 'gpus'
+    for i, path in enumerate(capture('information_paths.txt').split()):
+        (root / os.path.basename(path)).mkdir(parents=True)
+        shutil.copy(os.path.join(CAPTURES, 'information_%d.txt' % i),
+                    str(root / os.path.basename(path) / 'information'))
+    return str(root)
+
+
+def info_text(minor, uuid, location):
+    return ('Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n'
+            'GPU Excluded:\t No\n' % (uuid, location, minor))
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('00000000:00:06.0', '0000:00:06.0'),
+    ('0000:00:07.0', '0000:00:07.0'),
+    ('00000001:A1:0F.7', '0001:a1:0f.7'),
+    ('  00000000:18:00.0 ', '0000:18:00.0'),
+    ('18:00.0', '0000:18:00.0'),
+])
+def test_bus_id_normalises_the_domain_width_and_case(text, expected):
+    assert gm.bus_id(text) == expected
+
+
+@pytest.mark.parametrize('text', ['', '00:06', '0000:00:06.8', 'GPU-0c10', '000000000:00:06.0', '0000:g0:06.0'])
+def test_bus_id_refuses_what_is_not_one(text):
+    with pytest.raises(gm.GpuMapError, match='not a PCI bus id'):
+        gm.bus_id(text)
+
+
+def test_the_real_information_files(proc_root):
+    assert gm.read_information(proc_root) == [
+        dict(minor=0, uuid=UUID0, bus_id='0000:00:06.0'), dict(minor=1, uuid=UUID1, bus_id='0000:00:07.0')]
+
+
+def test_the_real_h200_joins_index_to_minor(proc_root):
+    joined = gm.join(gm.parse_smi(capture('query_index_bus_uuid.out')), gm.read_information(proc_root))
+    assert joined == [dict(index=0, minor=0, uuid=UUID0, bus_id='0000:00:06.0'),
+                      dict(index=1, minor=1, uuid=UUID1, bus_id='0000:00:07.0')]
+    assert gm.indexes_of_minors(joined, [1, 0]) == [1, 0]
+
+
+def test_minor_number_is_no_query_field_on_the_real_driver():
+    # why the minor is read from /proc: the capture of asking nvidia-smi for it
+    assert capture('query_minor_number_field.out') == 'Field "minor_number" is not a valid field to query.\n\n'
+
+
+def test_a_host_whose_minors_are_not_its_indexes(tmp_path):
+    """Index follows PCI order, the minor the driver's probe order: here they are swapped."""
+    root = tmp_path / 'gpus'
+    for minor, uuid, location in ((1, UUID0, '0000:00:06.0'), (0, UUID1, '0000:00:07.0')):
+        (root / location).mkdir(parents=True)
+        (root / location / 'information').write_text(info_text(minor, uuid, location))
+    smi = '0, 00000000:00:06.0, %s\n1, 00000000:00:07.0, %s\n' % (UUID0, UUID1)
+    joined = gm.join(gm.parse_smi(smi), gm.read_information(str(root)))
+    assert [(g['index'], g['minor']) for g in joined] == [(0, 1), (1, 0)]
+    # a container given /dev/nvidia0 owns nvidia-smi's GPU 1, and its gate must watch GPU 1
+    assert gm.indexes_of_minors(joined, [0]) == [1]
+
+
+def test_information_that_names_another_bus_than_its_directory(tmp_path):
+    root = tmp_path / 'gpus'
+    (root / '0000:00:06.0').mkdir(parents=True)
+    (root / '0000:00:06.0' / 'information').write_text(info_text(0, UUID0, '0000:00:07.0'))
+    with pytest.raises(gm.GpuMapError, match='information names bus 0000:00:07.0'):
+        gm.read_information(str(root))
+
+
+def test_no_driver(tmp_path):
+    with pytest.raises(gm.GpuMapError, match='cannot list .* is the nvidia kernel module loaded'):
+        gm.read_information(str(tmp_path / 'absent'))
+    (tmp_path / 'gpus' / '0000:00:06.0').mkdir(parents=True)
+    with pytest.raises(gm.GpuMapError, match='cannot read .*information'):
+        gm.read_information(str(tmp_path / 'gpus'))
+
+
+@pytest.mark.parametrize('text, says', [
+    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\n' % UUID0, 'Device Minor'),
+    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\nDevice Minor: \t x\n' % UUID0, 'invalid literal'),
+    ('GPU UUID: \t GPU-1\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 0\n', 'unreadable GPU UUID'),
+    ('GPU UUID: \t %s\nBus Location: \t nowhere\nDevice Minor: \t 0\n' % UUID0, 'not a PCI bus id'),
+])
+def test_unreadable_information(text, says):
+    with pytest.raises(gm.GpuMapError, match=says):
+        gm.parse_information(text)
+
+
+@pytest.mark.parametrize('line', ['0, 00000000:00:06.0', 'x, 00000000:00:06.0, %s' % UUID0,
+                                  '0, 00000000:00:06.0, GPU-1', '[N/A], 00000000:00:06.0, %s' % UUID0])
+def test_unparseable_smi_line(line):
+    with pytest.raises(gm.GpuMapError, match='unparseable nvidia-smi line'):
+        gm.parse_smi(line + '\n')
+
+
+def test_parse_smi_skips_blank_lines():
+    assert gm.parse_smi('\n0, 00000000:00:06.0, %s\n\n' % UUID0) == [
+        dict(index=0, bus_id='0000:00:06.0', uuid=UUID0)]
+
+
+INFOS = [dict(minor=0, uuid=UUID0, bus_id='0000:00:06.0'), dict(minor=1, uuid=UUID1, bus_id='0000:00:07.0')]
+ROWS = [dict(index=0, bus_id='0000:00:06.0', uuid=UUID0), dict(index=1, bus_id='0000:00:07.0', uuid=UUID1)]
+
+
+@pytest.mark.parametrize('rows, infos, says', [
+    (ROWS[:1], INFOS, r"different GPUs: only nvidia-smi \[\], only the driver \['%s'\]" % UUID1),
+    (ROWS, INFOS[:1], r"different GPUs: only nvidia-smi \['%s'\], only the driver \[\]" % UUID1),
+    ([ROWS[0], dict(ROWS[1], index=0)], INFOS, 'nvidia-smi lists an index twice'),
+    (ROWS, [INFOS[0], dict(INFOS[1], minor=0)], 'the driver lists a GPU UUID or a device minor twice'),
+    (ROWS, [INFOS[0], dict(INFOS[1], uuid=UUID0)], 'the driver lists a GPU UUID or a device minor twice'),
+    ([ROWS[0], dict(ROWS[1], bus_id='0000:00:08.0')], INFOS,
+     'GPU %s is at bus 0000:00:08.0 for nvidia-smi and 0000:00:07.0 for the driver' % UUID1),
+])
+def test_join_refuses_any_disagreement(rows, infos, says):
+    with pytest.raises(gm.GpuMapError, match=says):
+        gm.join(rows, infos)
+
+
+def test_join_sorts_by_index():
+    assert [g['index'] for g in gm.join(list(reversed(ROWS)), INFOS)] == [0, 1]
+
+
+def test_a_minor_no_gpu_has():
+    joined = gm.join(ROWS, INFOS)
+    with pytest.raises(gm.GpuMapError, match=r'no GPU has device minor 2, 5 \(known: 0, 1\)'):
+        gm.indexes_of_minors(joined, [0, 2, 5])
+
+
+def test_uuids_of_minors_names_each_minors_gpu():
+    assert gm.uuids_of_minors(INFOS, [1]) == {UUID1: 1}
+    assert gm.uuids_of_minors(INFOS, [1, 0]) == {UUID1: 1, UUID0: 0}
+    with pytest.raises(gm.GpuMapError, match=r'no GPU has device minor 3 \(known: 0, 1\)'):
+        gm.uuids_of_minors(INFOS, [0, 3])
+    with pytest.raises(gm.GpuMapError, match='the driver lists a device minor twice'):
+        gm.uuids_of_minors([INFOS[0], dict(INFOS[1], minor=0)], [0])
