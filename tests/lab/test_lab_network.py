@@ -30,16 +30,24 @@ def in_ct(*argv, check=True):
     return run("/usr/sbin/pct", "exec", CT, "--", *argv, check=check)
 
 
-@pytest.fixture
-def ct_on_the_bridge():
+@pytest.fixture(scope="module")
+def ct102(lab_up):
+    """CT 102 from the cached rootfs, stopped; destroyed after the module's tests."""
     run(LAB, "ct-create", CT, "--hostname", "ct" + CT)
-    try:
-        run("/usr/sbin/pct", "set", CT, "--net0",
-            "name=eth0,bridge=%s,ip=%s/24,hwaddr=BC:24:11:66:01:02,type=veth" % (BRIDGE, CT_IP))
-        run("/usr/sbin/pct", "start", CT, timeout=180)
-        yield
-    finally:
-        run(LAB, "ct-destroy", CT, check=False)
+    yield
+    run(LAB, "ct-destroy", CT, check=False)
+
+
+def start_with_net0(net0):
+    run(LAB, "ct-stop", CT)
+    run("/usr/sbin/pct", "set", CT, "--net0", net0)
+    return run("/usr/sbin/pct", "start", CT, check=False, timeout=180)
+
+
+@pytest.fixture
+def ct_on_the_bridge(ct102):
+    out = start_with_net0("name=eth0,bridge=%s,ip=%s/24,hwaddr=BC:24:11:66:01:02,type=veth" % (BRIDGE, CT_IP))
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 @pytest.fixture
@@ -85,12 +93,7 @@ def test_a_container_on_the_bridge_reaches_the_lab_host_and_nothing_beyond(ct_on
     assert beyond.returncode != 0 and "unreachable" in beyond.stderr, (beyond.stdout, beyond.stderr)
 
 
-def test_a_net_on_another_bridge_is_refused_with_what_the_lab_has():
-    run(LAB, "ct-create", CT, "--hostname", "ct" + CT)
-    try:
-        run("/usr/sbin/pct", "set", CT, "--net0", "name=eth0,bridge=vmbr0,ip=dhcp,hwaddr=BC:24:11:66:01:02")
-        out = run("/usr/sbin/pct", "start", CT, check=False, timeout=180)
-        assert out.returncode != 0
-        assert "the lab has one host-only bridge, %s (got bridge='vmbr0')" % BRIDGE in out.stderr + out.stdout
-    finally:
-        run(LAB, "ct-destroy", CT, check=False)
+def test_a_net_on_another_bridge_is_refused_with_what_the_lab_has(ct102):
+    out = start_with_net0("name=eth0,bridge=vmbr0,ip=dhcp,hwaddr=BC:24:11:66:01:02")
+    assert out.returncode != 0
+    assert "the lab has one host-only bridge, %s (got bridge='vmbr0')" % BRIDGE in out.stderr + out.stdout
