@@ -12,8 +12,9 @@ from ansible.errors import AnsibleFilterError
 
 def _gpus(name, hostvars):
     value = hostvars[name].get("gpuserve_gpus") or []
-    if not isinstance(value, (list, tuple)) or not all(isinstance(m, int) and not isinstance(m, bool)
-                                                         and m >= 0 for m in value):
+    minors = isinstance(value, (list, tuple)) and all(
+        isinstance(m, int) and not isinstance(m, bool) and m >= 0 for m in value)
+    if not minors:
         raise AnsibleFilterError("%s: gpuserve_gpus must be a list of device minors (the N of /dev/nvidiaN, "
                                  "integers >= 0), got %r" % (name, value))
     return list(value)

@@ -29,8 +29,8 @@ def info_root(tmp_path):
 class Host:
     """nvidia-smi on that host: memory.used per index; answers the gate's two queries."""
 
-    def __init__(self, clock, used, listed=HOST):
-        self.clock, self.used, self.listed, self.calls = clock, used, listed, []
+    def __init__(self, clock, used, listed=None):
+        self.clock, self.used, self.listed, self.calls = clock, used, HOST if listed is None else listed, []
 
     def get_bin_path(self, name, required=False):
         return '/usr/bin/' + name
