@@ -12,7 +12,9 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
   unless GPUSIM_ORPHAN_WORKERS=1 (to exercise straggler cleanup);
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
-  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache), /flush_cache.
+  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache), /flush_cache,
+  and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
+  requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - exits 1 when it cannot bind its --host/--port, as uvicorn does under SGLang (the ranks are terminated);
 What it does not do: load a model, use a GPU, or produce meaningful text.
 
@@ -23,6 +25,7 @@ tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
 """
 import argparse
+import contextlib
 import ctypes
 import json
 import multiprocessing
@@ -170,6 +173,7 @@ class Engine:
         # scheduler (real SGLang derives it from the KV pool when unset; the stand-in takes 256).
         self.max_running = args.max_running_requests or 256
         self.slots = threading.BoundedSemaphore(self.max_running)
+        self.running = 0  # requests in flight (holding a slot), for /v1/loads
         self.reset_stats()
 
     def reset_stats(self):
@@ -192,7 +196,7 @@ class Engine:
 
     def generate(self, prompt_tokens, max_new):
         """Yields (new_token_texts, completion_tokens, verify_steps_so_far, finished)."""
-        with self.slots:
+        with self.slots, self.in_flight():
             time.sleep(prompt_tokens / self.prefill_tps + 0.005)
             done, steps, t0 = 0, 0, time.time()
             first = [random.choice(WORDS)]
@@ -210,6 +214,34 @@ class Engine:
                 dt = time.time() - t0
                 if dt > 0:
                     self.last_gen_tps = done / dt
+
+    @contextlib.contextmanager
+    def in_flight(self):
+        with self.lock:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def loads(self):
+        """GET /v1/loads as SGLang 0.5.23 answers it (srt/entrypoints/v1_loads.py, managers/load_snapshot.py),
+        one entry per DP rank; SIMULATED figures except num_running_reqs."""
+        with self.lock:
+            running = self.running
+        now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
+        total = 100000
+        load = {"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": 0,
+                "num_waiting_uncached_tokens": 0, "num_used_tokens": 0, "num_total_tokens": total,
+                "num_active_tokens": 0, "num_prealloc_ready_tokens": 0, "max_total_num_tokens": total,
+                "max_running_requests": self.max_running, "token_usage": 0.0,
+                "gen_throughput": round(self.last_gen_tps, 3), "cache_hit_rate": 0.0,
+                "utilization": round(running / float(self.max_running), 4), "total_prefill_uncached_tokens": 0,
+                "total_prefill_busy_us": 0, "decode_moments": [],
+                "memory": {"weight_gb": 0.0, "kv_cache_gb": 0.0, "graph_gb": 0.0, "token_capacity": total},
+                "queues": {"waiting": 0, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}}
+        return {"timestamp": now, "version": VERSION, "accelerator": None, "num_accelerators": 1, "loads": [load]}
 
     def avg_accept(self):
         with self.lock:
@@ -291,6 +323,8 @@ def make_handler(engine, args):
                                 "load_format": "auto", "has_image_understanding": False,
                                 "has_audio_understanding": False, "model_type": None, "architectures": None,
                                 "gpuserve_lab_simulated": True})
+            elif r == "/v1/loads":
+                self.send_json(engine.loads())
             elif r == "/v1/models":
                 self.send_json({"object": "list", "data": [{
                     "id": served, "object": "model", "created": int(engine.started), "owned_by": "sglang",

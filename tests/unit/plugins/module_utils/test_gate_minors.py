@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as gate
 
 from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gate import Clock, params
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gpu_map import info_text
+from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gpu_map import exactly, info_text
 
 # Four GPUs in PCI order (nvidia-smi's index = position on the bus); the driver gave them minors 2, 3, 0, 1.
 HOST = [  # (index, uuid, bus id, minor)
@@ -35,14 +35,17 @@ class Host:
     def get_bin_path(self, name, required=False):
         return '/usr/bin/' + name
 
+    def gpu_lines(self):
+        return ''.join('%d, %s, %d, 143771\n' % (index, uuid, self.used.get(index, 0))
+                       for index, uuid, _b, _m in self.listed)
+
     def run_command(self, argv, **kwargs):
         self.calls.append(argv)
         self.clock.now += self.clock.cost
         if any(a.startswith('--query-compute-apps') for a in argv):
             return 0, ''.join('%s, %d, %d\n' % (uuid, 4000 + index, self.used[index])
                               for index, uuid, _b, _m in self.listed if self.used.get(index)), ''
-        return 0, ''.join('%d, %s, %d, 143771\n' % (index, uuid, self.used.get(index, 0))
-                          for index, uuid, _b, _m in self.listed), ''
+        return 0, self.gpu_lines(), ''
 
 
 def run(module, clock, **kw):
@@ -73,20 +76,21 @@ def test_minors_count_every_gpu_for_expected_count(info_root):
     clock = Clock()
     module = Host(clock, used={})
     assert run(module, clock, minors=[0], gpu_info_root=info_root, expected_count=4)['passed']
-    with pytest.raises(gate.GateFailed, match=r'nvidia-smi lists 4 GPU\(s\), 8 expected') as exc:
+    with pytest.raises(gate.GateFailed, match=r'^nvidia-smi lists 4 GPU\(s\), 8 expected: ') as exc:
         run(module, clock, minors=[0], gpu_info_root=info_root, expected_count=8)
-    assert exc.value.read_error
+    assert exc.value.read_error and exc.value.result['raw'] == module.gpu_lines()
 
 
 @pytest.mark.parametrize('kw, says', [
-    (dict(minors=[0], gpus=[2]), 'give the GPUs to check as minors or as gpus'),
-    (dict(minors=[0], target='pct', vmid=101), r'use target=local \(the PVE host\) with minors, not target=pct'),
-    (dict(minors=[0, 7, 9]), r'cannot map device minors to GPUs: no GPU has device minor 7, 9 \(known: 0, 1, 2, 3\)'),
+    (dict(minors=[0], gpus=[2]), 'give the GPUs to check as minors or as gpus (indexes), not both'),
+    (dict(minors=[0], target='pct', vmid=101),
+     'minors are read from {root} on this host: use target=local (the PVE host) with minors, not target=pct'),
+    (dict(minors=[0, 7, 9]), 'cannot map device minors to GPUs: no GPU has device minor 7, 9 (known: 0, 1, 2, 3)'),
 ])
 def test_a_selection_that_cannot_be_made_fails_before_any_read(info_root, kw, says):
     clock = Clock()
     module = Host(clock, used={})
-    with pytest.raises(gate.GateFailed, match=says) as exc:
+    with pytest.raises(gate.GateFailed, match=exactly(says.format(root=info_root))) as exc:
         run(module, clock, gpu_info_root=info_root, **kw)
     assert exc.value.read_error and module.calls == []
 
@@ -94,8 +98,10 @@ def test_a_selection_that_cannot_be_made_fails_before_any_read(info_root, kw, sa
 def test_no_driver_information_fails_closed(tmp_path):
     clock = Clock()
     module = Host(clock, used={})
-    with pytest.raises(gate.GateFailed, match='cannot map device minors to GPUs: cannot list .*absent'):
-        run(module, clock, minors=[0], gpu_info_root=str(tmp_path / 'absent'))
+    absent = str(tmp_path / 'absent')
+    with pytest.raises(gate.GateFailed, match=exactly('cannot map device minors to GPUs: cannot list %s (No such file '
+                                                      'or directory): is the nvidia kernel module loaded?' % absent)):
+        run(module, clock, minors=[0], gpu_info_root=absent)
     assert module.calls == []
 
 
@@ -103,9 +109,11 @@ def test_a_gpu_the_driver_lists_and_nvidia_smi_does_not_fails_closed(info_root):
     # GPU 3 (minor 1) fell out of nvidia-smi's list: it must not read as free
     clock = Clock()
     module = Host(clock, used={}, listed=HOST[:3])
-    with pytest.raises(gate.GateFailed, match=r'does not list the GPU\(s\) behind device minor\(s\) \[1\]') as exc:
+    with pytest.raises(gate.GateFailed, match=exactly(
+            'nvidia-smi does not list the GPU(s) behind device minor(s) [1] (the driver does): check `nvidia-smi -L` '
+            'and /proc/driver/nvidia/gpus')) as exc:
         run(module, clock, minors=[0, 1], gpu_info_root=info_root)
-    assert exc.value.read_error
+    assert exc.value.read_error and exc.value.result['raw'] == module.gpu_lines()
 
 
 def test_without_minors_the_information_is_not_read(tmp_path):

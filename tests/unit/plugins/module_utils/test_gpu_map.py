@@ -1,5 +1,6 @@
 """_gpu_map: nvidia-smi index <-> /dev/nvidiaN minor, on the real H200 captures and on a host where they differ."""
 import os
+import re
 import shutil
 
 import pytest
@@ -28,6 +29,11 @@ def proc_root(tmp_path):
     return str(root)
 
 
+def exactly(text):
+    """pytest.raises(match=) searches: the whole message, so a changed word or an added prefix fails."""
+    return '^%s$' % re.escape(text)
+
+
 def info_text(minor, uuid, location):
     return ('Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n'
             'GPU Excluded:\t No\n' % (uuid, location, minor))
@@ -39,6 +45,8 @@ def info_text(minor, uuid, location):
     ('00000001:A1:0F.7', '0001:a1:0f.7'),
     ('  00000000:18:00.0 ', '0000:18:00.0'),
     ('18:00.0', '0000:18:00.0'),
+    ('0000000A:00:06.0', '000a:00:06.0'),  # the domain is hex
+    ('00000010:00:06.0', '0010:00:06.0'),
 ])
 def test_bus_id_normalises_the_domain_width_and_case(text, expected):
     assert gm.bus_id(text) == expected
@@ -46,7 +54,7 @@ def test_bus_id_normalises_the_domain_width_and_case(text, expected):
 
 @pytest.mark.parametrize('text', ['', '00:06', '0000:00:06.8', 'GPU-0c10', '000000000:00:06.0', '0000:g0:06.0'])
 def test_bus_id_refuses_what_is_not_one(text):
-    with pytest.raises(gm.GpuMapError, match='not a PCI bus id'):
+    with pytest.raises(gm.GpuMapError, match=exactly('not a PCI bus id: %r' % text)):
         gm.bus_id(text)
 
 
@@ -84,33 +92,50 @@ def test_information_that_names_another_bus_than_its_directory(tmp_path):
     root = tmp_path / 'gpus'
     (root / '0000:00:06.0').mkdir(parents=True)
     (root / '0000:00:06.0' / 'information').write_text(info_text(0, UUID0, '0000:00:07.0'))
-    with pytest.raises(gm.GpuMapError, match='information names bus 0000:00:07.0'):
+    path = str(root / '0000:00:06.0' / 'information')
+    with pytest.raises(gm.GpuMapError, match=exactly('%s names bus 0000:00:07.0' % path)):
         gm.read_information(str(root))
 
 
 def test_no_driver(tmp_path):
-    with pytest.raises(gm.GpuMapError, match='cannot list .* is the nvidia kernel module loaded'):
-        gm.read_information(str(tmp_path / 'absent'))
+    absent = str(tmp_path / 'absent')
+    with pytest.raises(gm.GpuMapError, match=exactly(
+            'cannot list %s (No such file or directory): is the nvidia kernel module loaded?' % absent)):
+        gm.read_information(absent)
     (tmp_path / 'gpus' / '0000:00:06.0').mkdir(parents=True)
-    with pytest.raises(gm.GpuMapError, match='cannot read .*information'):
+    info = str(tmp_path / 'gpus' / '0000:00:06.0' / 'information')
+    with pytest.raises(gm.GpuMapError, match=exactly('cannot read %s (No such file or directory)' % info)):
         gm.read_information(str(tmp_path / 'gpus'))
 
 
 @pytest.mark.parametrize('text, says', [
-    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\n' % UUID0, 'Device Minor'),
-    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\nDevice Minor: \t x\n' % UUID0, 'invalid literal'),
-    ('GPU UUID: \t GPU-1\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 0\n', 'unreadable GPU UUID'),
-    ('GPU UUID: \t %s\nBus Location: \t nowhere\nDevice Minor: \t 0\n' % UUID0, 'not a PCI bus id'),
+    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\n' % UUID0, "unreadable GPU information ('Device Minor'): %r"),
+    ('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\nDevice Minor: \t x\n' % UUID0,
+     "unreadable GPU information (invalid literal for int() with base 10: 'x'): %r"),
 ])
 def test_unreadable_information(text, says):
-    with pytest.raises(gm.GpuMapError, match=says):
+    with pytest.raises(gm.GpuMapError, match=exactly(says % text)):
         gm.parse_information(text)
+
+
+def test_unreadable_information_is_quoted_up_to_300_characters():
+    text = 'GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\n' % UUID0 + 'Model: x\n' * 60
+    with pytest.raises(gm.GpuMapError, match=exactly("unreadable GPU information ('Device Minor'): %r" % text[:300])):
+        gm.parse_information(text)
+
+
+def test_an_information_uuid_or_bus_that_is_not_one():
+    with pytest.raises(gm.GpuMapError, match=exactly("unreadable GPU UUID 'GPU-1' in the GPU information")):
+        gm.parse_information('GPU UUID: \t GPU-1\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 0\n')
+    with pytest.raises(gm.GpuMapError, match=exactly("not a PCI bus id: 'nowhere'")):
+        gm.parse_information('GPU UUID: \t %s\nBus Location: \t nowhere\nDevice Minor: \t 0\n' % UUID0)
 
 
 @pytest.mark.parametrize('line', ['0, 00000000:00:06.0', 'x, 00000000:00:06.0, %s' % UUID0,
                                   '0, 00000000:00:06.0, GPU-1', '[N/A], 00000000:00:06.0, %s' % UUID0])
 def test_unparseable_smi_line(line):
-    with pytest.raises(gm.GpuMapError, match='unparseable nvidia-smi line'):
+    with pytest.raises(gm.GpuMapError, match=exactly(
+            'unparseable nvidia-smi line %r: expected "index, bus id, uuid"' % line)):
         gm.parse_smi(line + '\n')
 
 
@@ -124,16 +149,18 @@ ROWS = [dict(index=0, bus_id='0000:00:06.0', uuid=UUID0), dict(index=1, bus_id='
 
 
 @pytest.mark.parametrize('rows, infos, says', [
-    (ROWS[:1], INFOS, r"different GPUs: only nvidia-smi \[\], only the driver \['%s'\]" % UUID1),
-    (ROWS, INFOS[:1], r"different GPUs: only nvidia-smi \['%s'\], only the driver \[\]" % UUID1),
-    ([ROWS[0], dict(ROWS[1], index=0)], INFOS, 'nvidia-smi lists an index twice'),
-    (ROWS, [INFOS[0], dict(INFOS[1], minor=0)], 'the driver lists a GPU UUID or a device minor twice'),
-    (ROWS, [INFOS[0], dict(INFOS[1], uuid=UUID0)], 'the driver lists a GPU UUID or a device minor twice'),
+    (ROWS[:1], INFOS, "nvidia-smi and the driver list different GPUs: only nvidia-smi [], only the driver ['%s']" % UUID1),
+    (ROWS, INFOS[:1], "nvidia-smi and the driver list different GPUs: only nvidia-smi ['%s'], only the driver []" % UUID1),
+    ([ROWS[0], dict(ROWS[1], index=0)], INFOS, 'nvidia-smi lists an index twice: %r' % [ROWS[0], dict(ROWS[1], index=0)]),
+    (ROWS, [INFOS[0], dict(INFOS[1], minor=0)],
+     'the driver lists a GPU UUID or a device minor twice: %r' % [INFOS[0], dict(INFOS[1], minor=0)]),
+    (ROWS, [INFOS[0], dict(INFOS[1], uuid=UUID0)],
+     'the driver lists a GPU UUID or a device minor twice: %r' % [INFOS[0], dict(INFOS[1], uuid=UUID0)]),
     ([ROWS[0], dict(ROWS[1], bus_id='0000:00:08.0')], INFOS,
      'GPU %s is at bus 0000:00:08.0 for nvidia-smi and 0000:00:07.0 for the driver' % UUID1),
 ])
 def test_join_refuses_any_disagreement(rows, infos, says):
-    with pytest.raises(gm.GpuMapError, match=says):
+    with pytest.raises(gm.GpuMapError, match=exactly(says)):
         gm.join(rows, infos)
 
 
@@ -143,14 +170,15 @@ def test_join_sorts_by_index():
 
 def test_a_minor_no_gpu_has():
     joined = gm.join(ROWS, INFOS)
-    with pytest.raises(gm.GpuMapError, match=r'no GPU has device minor 2, 5 \(known: 0, 1\)'):
+    with pytest.raises(gm.GpuMapError, match=exactly('no GPU has device minor 2, 5 (known: 0, 1)')):
         gm.indexes_of_minors(joined, [0, 2, 5])
 
 
 def test_uuids_of_minors_names_each_minors_gpu():
     assert gm.uuids_of_minors(INFOS, [1]) == {UUID1: 1}
     assert gm.uuids_of_minors(INFOS, [1, 0]) == {UUID1: 1, UUID0: 0}
-    with pytest.raises(gm.GpuMapError, match=r'no GPU has device minor 3 \(known: 0, 1\)'):
+    with pytest.raises(gm.GpuMapError, match=exactly('no GPU has device minor 3 (known: 0, 1)')):
         gm.uuids_of_minors(INFOS, [0, 3])
-    with pytest.raises(gm.GpuMapError, match='the driver lists a device minor twice'):
-        gm.uuids_of_minors([INFOS[0], dict(INFOS[1], minor=0)], [0])
+    twice = [INFOS[0], dict(INFOS[1], minor=0)]
+    with pytest.raises(gm.GpuMapError, match=exactly('the driver lists a device minor twice: %r' % twice)):
+        gm.uuids_of_minors(twice, [0])
