@@ -78,6 +78,10 @@ def nvidia_gpu_count(value):
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise AnsibleFilterError("empty nvidia-smi output: no GPUs visible")
+    if len(lines) == 1 and re.match(r"^No devices (were )?found\.?$", lines[0]):
+        # driver 580: `nvidia-smi -L` says "No devices found." and exits 0 when no GPU's /dev/nvidiaN is usable
+        raise AnsibleFilterError("nvidia-smi lists no GPU (%r): it lists only GPUs whose /dev/nvidiaN it can open; "
+                                 "check the container's devN passthrough and `ls -l /dev/nvidia*`" % lines[0])
     listed = [line for line in lines if re.match(r"^GPU \d+: ", line)]
     if listed:
         if len(listed) != len(lines):

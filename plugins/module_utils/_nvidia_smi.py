@@ -29,7 +29,8 @@ DIAGNOSES = (
     (re.compile(r"couldn't communicate with the NVIDIA driver|Failed to initialize NVML", re.I),
      'nvidia-smi cannot reach the driver: check that the nvidia kernel module is loaded (lsmod, dmesg for Xid '
      'errors) and, in a container, that /dev/nvidia* are passed through'),
-    (re.compile(r'No devices were found', re.I),
+    # 'No devices were found' (a query, rc 6); 'No devices found.' (-L, rc 0): driver 580, a GPU without its node
+    (re.compile(r'No devices (were )?found', re.I),
      'nvidia-smi sees no GPU: check `nvidia-smi -L`, the /dev/nvidia* nodes and, in a container, the '
      'device passthrough'),
     (re.compile(r'is not a valid field to query', re.I),

@@ -95,6 +95,16 @@ def test_gpu_count_fails_closed(text):
         nvidia_gpu_count(text)
 
 
+@pytest.mark.parametrize("name", ["list_node_absent.out", "query_node_absent.out"])
+def test_gpu_count_names_a_list_without_gpus(name):
+    # real captures (driver 580): a GPU whose node is missing is not listed; `-L` then says so and exits 0
+    with open(os.path.join(FIXTURES, "..", "nvidia-h200-minor", name)) as f:
+        text = f.read()
+    with pytest.raises(AnsibleFilterError, match=r"^nvidia-smi lists no GPU \('No devices (were )?found\.?'\): it "
+                                                 r"lists only GPUs whose /dev/nvidiaN it can open"):
+        nvidia_gpu_count(text)
+
+
 def test_library_version():
     files = ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04"]
     assert nvidia_library_version(files) == "580.159.04"

@@ -117,6 +117,14 @@ def test_check_result_diagnoses(rc, out, needle):
     assert exc.value.rc == rc
 
 
+@pytest.mark.parametrize('text', ['No devices found.\n', 'No devices were found\n'])
+def test_both_texts_of_no_gpu_are_diagnosed(text):
+    # driver 580's `-L` and query texts for a host or container where no GPU's node is usable (real captures in
+    # tests/fixtures/nvidia-h200-minor/)
+    assert smi.diagnose(text) == ('nvidia-smi sees no GPU: check `nvidia-smi -L`, the /dev/nvidia* nodes and, in a '
+                                  'container, the device passthrough; output: %s' % text.strip())
+
+
 def test_check_result_judges_by_exit_status_not_by_stderr():
     # nvidia-smi prints warnings on stderr and still exits 0: that is a good read; any non-zero exit is not
     assert smi.check_result(Result(['x'], 0, four_fields(0), 'WARNING: infoROM is corrupted at gpu 0000:18:00.0\n'),
