@@ -19,7 +19,8 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 What it does not do: load a model, use a GPU, or produce meaningful text.
 
 Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (default 80), GPUSIM_WARMUP_S
-(default 5), GPUSIM_PREFILL_TOKENS_PER_S (default 20000), GPUSIM_NOISE relative jitter (default 0.02).
+(default 2; a real model loads for minutes, the lab keeps restarts short), GPUSIM_PREFILL_TOKENS_PER_S (default
+20000), GPUSIM_NOISE relative jitter (default 0.02).
 Speculative decoding (--speculative-algorithm set): each verify step emits on average GPUSIM_SPEC_ACCEPT_LENGTH
 tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode steps (default 1.5);
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
@@ -501,8 +502,8 @@ def main(argv=None):
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     log("Uvicorn running on http://%s:%d (warming up %.1f s)" % (args.host, args.port,
-                                                                env_float("GPUSIM_WARMUP_S", 5)))
-    time.sleep(env_float("GPUSIM_WARMUP_S", 5))
+                                                                env_float("GPUSIM_WARMUP_S", 2)))
+    time.sleep(env_float("GPUSIM_WARMUP_S", 2))
     engine.ready = True
     engine.reset_stats()
     log("The server is fired up and ready to roll!")
