@@ -14,7 +14,10 @@ requirements:
 description:
   - Runs commands in a Proxmox VE LXC container exactly as C(community.proxmox.proxmox_pct_remote) does (SSH to
     the PVE host with paramiko, then C(/usr/sbin/pct exec VMID -- ...)); it is that plugin, subclassed.
-  - The one difference is that it declares pipelining support. With pipelining on (C(pipelining = True) under
+  - It declares pipelining support (next paragraph), and runs a command once more when C(pct exec) failed
+    before it attached to the container, because LXC's C(lxc-attach) could not re-execute itself from a sealed
+    memfd (C(Failed to rexec as memfd) on stderr). The command never ran then, so the second run is its only one.
+  - With pipelining on (C(pipelining = True) under
     C([connection]) in ansible.cfg, or C(ANSIBLE_PIPELINING=true)), a module travels on the standard input of
     one C(pct exec) instead of being copied into the container, made executable, run and removed in five.
     Measured in the lab, a no-change task costs about a third of the time.
@@ -258,8 +261,16 @@ EXAMPLES = r'''
 # pipelining = True
 '''
 
+from ansible.utils.display import Display
 from ansible_collections.community.proxmox.plugins.connection.proxmox_pct_remote import (
     Connection as PctRemoteConnection)
+
+display = Display()
+
+# LXC 5's lxc-attach first re-executes itself from a sealed memfd (src/lxc/rexec.c). Sealing can fail with EBUSY
+# while the kernel still pins the copied pages; lxc-attach then exits before it attaches, so the command never ran
+# in the container. Seen once in the lab (stderr "Device or resource busy - Failed to rexec as memfd").
+REXEC_FAILED = b'Failed to rexec as memfd'
 
 
 class Connection(PctRemoteConnection):
@@ -272,4 +283,11 @@ class Connection(PctRemoteConnection):
     def exec_command(self, cmd, in_data=None, sudoable=True):
         # The parent asks for a pty on sudoable commands; a pty never passes on the end of stdin, so a
         # pipelined module (sent on stdin) would wait for it forever. No pty when there is stdin to send.
-        return super().exec_command(cmd, in_data=in_data, sudoable=sudoable and in_data is None)
+        result = super().exec_command(cmd, in_data=in_data, sudoable=sudoable and in_data is None)
+        rc, out, err = result
+        if rc != 0 and not out and REXEC_FAILED in (err or b''):
+            # lxc-attach failed before attaching: nothing ran, so running it once more is safe
+            display.warning('pct exec failed before it attached (%s); running the command once more'
+                            % err.decode('utf-8', 'replace').strip().splitlines()[0])
+            result = super().exec_command(cmd, in_data=in_data, sudoable=sudoable and in_data is None)
+        return result
