@@ -261,11 +261,8 @@ EXAMPLES = r'''
 # pipelining = True
 '''
 
-from ansible.utils.display import Display
 from ansible_collections.community.proxmox.plugins.connection.proxmox_pct_remote import (
-    Connection as PctRemoteConnection)
-
-display = Display()
+    Connection as PctRemoteConnection, display)
 
 # LXC 5's lxc-attach first re-executes itself from a sealed memfd (src/lxc/rexec.c). Sealing can fail with EBUSY
 # while the kernel still pins the copied pages; lxc-attach then exits before it attaches, so the command never ran
