@@ -167,14 +167,15 @@ def minor_selection(params, runner):
         raise SmiError('cannot map device minors to GPUs: %s' % exc) from None
 
 
-def select_minors(gpus, wanted, expected_count, raw):
+def select_minors(gpus, wanted, expected_count, raw, info_root=INFO_ROOT):
     """The GPUs whose UUID is wanted ({uuid: minor}), each with its minor; fails when one is not listed."""
     gpus = select(gpus, [], expected_count, raw)
     chosen = [dict(g, minor=wanted[g['uuid']]) for g in gpus if g['uuid'] in wanted]
     if len(chosen) != len(wanted):
-        missing = sorted(m for u, m in wanted.items() if u not in set(g['uuid'] for g in gpus))
+        listed = set(g['uuid'] for g in gpus)
+        missing = sorted(m for u, m in wanted.items() if u not in listed)
         raise SmiError('nvidia-smi does not list the GPU(s) behind device minor(s) %s (the driver does): '
-                       'check `nvidia-smi -L` and %s' % (missing, INFO_ROOT), raw)
+                       'check `nvidia-smi -L` and %s' % (missing, info_root), raw)
     return chosen
 
 
@@ -212,7 +213,7 @@ def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.mon
         def read():
             gpus, raw = reader.read()
             if wanted is not None:
-                return select_minors(gpus, wanted, params['expected_count'], raw), raw
+                return select_minors(gpus, wanted, params['expected_count'], raw, params['gpu_info_root']), raw
             return select(gpus, params['gpus'], params['expected_count'], raw), raw
 
         # Check mode makes exactly one read and judges it.

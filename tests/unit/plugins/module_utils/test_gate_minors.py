@@ -111,7 +111,7 @@ def test_a_gpu_the_driver_lists_and_nvidia_smi_does_not_fails_closed(info_root):
     module = Host(clock, used={}, listed=HOST[:3])
     with pytest.raises(gate.GateFailed, match=exactly(
             'nvidia-smi does not list the GPU(s) behind device minor(s) [1] (the driver does): check `nvidia-smi -L` '
-            'and /proc/driver/nvidia/gpus')) as exc:
+            'and %s' % info_root)) as exc:
         run(module, clock, minors=[0, 1], gpu_info_root=info_root)
     assert exc.value.read_error and exc.value.result['raw'] == module.gpu_lines()
 
