@@ -209,16 +209,19 @@ def test_the_standin_runs_under_debians_python3(env):
 
 
 def driver_map(env, tmp_path, **extra):
-    """The stand-in's driver information tree and its `index,pci.bus_id,uuid` list, joined by the collection's
-    own _gpu_map (what the gate reads): [(index, minor)]."""
+    """The stand-in's driver information tree, read by the collection's own _gpu_map (what the gate reads), and
+    its `index,pci.bus_id,uuid` list, matched by UUID with the bus ids checked: [(index, minor)]."""
     from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_map
 
     root = str(tmp_path / "driver" / "gpus")
     assert run(env, "--gpusim-driver-info", root, **extra) == (0, "", "")
+    infos = {i["uuid"]: i for i in _gpu_map.read_information(root)}
     rc, out, _ = run(env, "--query-gpu=index,pci.bus_id,uuid", "--format=csv,noheader", **extra)
     assert rc == 0
-    joined = _gpu_map.join(_gpu_map.parse_smi(out), _gpu_map.read_information(root))
-    return [(g["index"], g["minor"]) for g in joined]
+    rows = [line.split(", ") for line in out.splitlines()]
+    assert sorted(uuid for _i, _b, uuid in rows) == sorted(infos)
+    assert all(_gpu_map.bus_id(bus) == infos[uuid]["bus_id"] for _i, bus, uuid in rows)
+    return [(int(index), infos[uuid]["minor"]) for index, _b, uuid in rows]
 
 
 def test_by_default_minor_n_is_gpu_n(env, tmp_path):
