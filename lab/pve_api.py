@@ -127,6 +127,12 @@ def parse_conf(text):
     return cfg
 
 
+def _ct_state_of(returncode, stdout):
+    if returncode != 0 or not stdout.strip():
+        return None
+    return 'running' if stdout.strip().upper() == 'RUNNING' else 'stopped'
+
+
 def real_ct_state(vmid):
     """'running'/'stopped' for an existing real LXC container named VMID, None when there is none."""
     if shutil.which('lxc-info') is None:
@@ -135,9 +141,36 @@ def real_ct_state(vmid):
         out = subprocess.run(['lxc-info', '-n', str(vmid), '-sH'], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0 or not out.stdout.strip():
+    return _ct_state_of(out.returncode, out.stdout)
+
+
+UNKNOWN = 'unknown'
+STATE_WAIT = 1
+
+
+async def real_ct_state_async(vmid, wait=STATE_WAIT):
+    """real_ct_state without blocking the server; UNKNOWN when lxc-info does not answer within `wait` seconds.
+
+    lxc-info waits for the container's lock, which lxc-destroy holds while it deletes the root filesystem
+    (seconds): called inline, it stalled every request, and clients with 5 s timeouts (proxmoxer's default)
+    gave up while polling the destroy task."""
+    if shutil.which('lxc-info') is None:
         return None
-    return 'running' if out.stdout.strip().upper() == 'RUNNING' else 'stopped'
+    try:
+        proc = await asyncio.create_subprocess_exec('lxc-info', '-n', str(vmid), '-sH', stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), wait)
+    except asyncio.TimeoutError:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        await proc.wait()
+        return UNKNOWN
+    return _ct_state_of(proc.returncode, out.decode(errors='replace'))
 
 
 def make_server(args, creds):
@@ -154,6 +187,16 @@ def make_server(args, creds):
         """fakepve whose container tasks also move the lab's real container."""
 
         async def _hook(self, ct, commands, record):
+            # While the lab script moves the real container, its state and conf file are in flux: sync_from_disk
+            # leaves the vmid alone (a destroy has already dropped it from fakepve; lxc-info would still see it).
+            moving = self.__dict__.setdefault('_moving', set())
+            moving.add(ct.vmid)
+            try:
+                await self._run_hook(ct, commands, record)
+            finally:
+                moving.discard(ct.vmid)
+
+        async def _run_hook(self, ct, commands, record):
             self.write_conf(ct)
             conf = os.path.join(p['lxc'], '{0}.conf'.format(ct.vmid))
             if hook_script is None:
@@ -244,15 +287,26 @@ def make_server(args, creds):
                 out.write(text)
             self.__dict__.setdefault('_written', {})[ct.vmid] = text
 
-        def sync_from_disk(self):
+        async def sync_from_disk(self):
             """STATE/lxc is the lab's /etc/pve/lxc: the lab's pct edits it and starts/stops the real container
-            itself. Take what changed there (config, new or vanished containers, run state) before answering."""
-            if args.no_hooks:
+            itself. Take what changed there (config, new or vanished containers, run state) before answering.
+            Containers a task is moving are left alone, and so is one whose lxc-info does not answer in time."""
+            if args.no_hooks or self.__dict__.get('_syncing'):
                 return
             now = time.time()
             if now - self.__dict__.get('_synced', 0) < 0.3:
                 return
-            self._synced = now
+            self._synced, self._syncing = now, True
+            try:
+                await self._sync_from_disk()
+            finally:
+                self._syncing = False
+
+        def _busy(self, vmid):
+            ct = self.ct(vmid)
+            return vmid in self.__dict__.get('_moving', ()) or (ct is not None and ct.lock_holder is not None)
+
+        async def _sync_from_disk(self):
             written = self.__dict__.setdefault('_written', {})
             on_disk = {}
             if os.path.isdir(p['lxc']):
@@ -260,11 +314,12 @@ def make_server(args, creds):
                     if name.endswith('.conf') and name[:-5].isdigit():
                         with open(os.path.join(p['lxc'], name)) as src:
                             on_disk[int(name[:-5])] = src.read()
-            for ct in list(self.cts):
-                if ct.lock_holder is not None:
-                    continue  # a task is moving it right now
+            cts = [ct for ct in self.cts if not self._busy(ct.vmid)]  # a task is moving the others right now
+            states = await asyncio.gather(*(real_ct_state_async(ct.vmid) for ct in cts))
+            for ct, real in zip(cts, states):
+                if real == UNKNOWN or self._busy(ct.vmid) or ct not in self.cts:
+                    continue  # no answer in time, or a task took it meanwhile: next request's sync
                 text = on_disk.get(ct.vmid)
-                real = real_ct_state(ct.vmid)
                 if text is None and real is None:
                     self._drop(ct)
                     continue
@@ -277,15 +332,19 @@ def make_server(args, creds):
                     ct.pid = next(self._ct_pids) if real == 'running' else None
                     ct.started_at = time.time() if real == 'running' else None
             for vmid, text in on_disk.items():
-                if self.ct(vmid) is None and real_ct_state(vmid) is not None:
-                    cfg = parse_conf(text)
-                    cfg['tags'] = ';'.join(sorted(set(filter(None, str(cfg.get('tags', '')).split(';'))) | {'gpuserve'}))
-                    self.add_ct(vmid, node=args.node, status=real_ct_state(vmid), config=cfg, defaults=False)
-                    self.write_conf(self.ct(vmid))
+                if self.ct(vmid) is not None or self._busy(vmid):
+                    continue
+                real = await real_ct_state_async(vmid)
+                if real in (None, UNKNOWN) or self.ct(vmid) is not None or self._busy(vmid):
+                    continue
+                cfg = parse_conf(text)
+                cfg['tags'] = ';'.join(sorted(set(filter(None, str(cfg.get('tags', '')).split(';'))) | {'gpuserve'}))
+                self.add_ct(vmid, node=args.node, status=real, config=cfg, defaults=False)
+                self.write_conf(self.ct(vmid))
 
         @web.middleware
         async def _middleware(self, request, handler):
-            self.sync_from_disk()
+            await self.sync_from_disk()
             return await super()._middleware(request, handler)
 
         def persist(self):

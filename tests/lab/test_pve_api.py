@@ -9,6 +9,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -29,9 +30,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def cli(state, *args, check=True):
+def cli(state, *args, check=True, env=None):
     out = subprocess.run([sys.executable, PVE_API] + list(args[:1]) + ['--state-dir', state] + list(args[1:]),
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     if check:
         assert out.returncode == 0, out.stdout + out.stderr
     return out
@@ -169,3 +170,62 @@ def test_destroy_runs_ct_destroy_and_removes_the_conf(lab_api):
     assert not os.path.exists(os.path.join(lab_api['state'], 'lxc', '{0}.conf'.format(VMID)))
     state = json.load(open(os.path.join(lab_api['state'], 'guests.json')))
     assert str(VMID) not in state
+
+
+@pytest.fixture
+def stalled_lxc_api(tmp_path):
+    """fakepve whose lxc-info (a stub first in PATH) stalls for a vmid while TMP/stall-VMID exists, as the real one
+    waits for the container lock that lxc-destroy holds while it deletes the root filesystem; the stub lab
+    script's ct-destroy lasts while TMP/hold exists."""
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    info = bindir / 'lxc-info'
+    info.write_text('#!/bin/sh\n[ -e {0}/ct-$2 ] || exit 1\n[ -e {0}/stall-$2 ] && sleep 30\necho RUNNING\n'
+                    .format(tmp_path))
+    info.chmod(0o755)
+    stub = tmp_path / 'lab'
+    stub.write_text('#!/bin/sh\necho "$1 $2" >> {0}/calls\ncase $1 in ct-create) touch {0}/ct-$2 ;;\n'
+                    'ct-destroy) n=0; while [ -e {0}/hold ] && [ $n -lt 200 ]; do sleep 0.1; n=$((n+1)); done\n'
+                    '  rm -f {0}/ct-$2 ;;\nesac\n'.format(tmp_path))
+    stub.chmod(0o755)
+    state, port = str(tmp_path / 'state'), free_port()
+    env = dict(os.environ, PATH='{0}:{1}'.format(bindir, os.environ['PATH']))
+    cli(state, 'start', '--port', str(port), '--lab-script', str(stub), '--seed', '9999', env=env)
+    creds = pve_api.load_credentials(state)
+    from proxmoxer import ProxmoxAPI
+    # proxmoxer's default timeout, which community.proxmox uses: a request that stalls 5 s fails the module.
+    prox = ProxmoxAPI('127.0.0.1', port=port, user='root@pam', password=creds['api_password'],
+                      verify_ssl=creds['ca_path'], timeout=5)
+    yield dict(state=state, tmp=tmp_path, prox=prox, node=creds['node'])
+    cli(state, 'stop')
+
+
+def test_a_stalled_lxc_info_stalls_no_request_and_a_destroyed_ct_stays_gone(stalled_lxc_api):
+    api = stalled_lxc_api
+    prox, node, tmp, vmid = api['prox'], api['node'], api['tmp'], VMID + 1
+    pve_api.wait_task(prox, node, prox.nodes(node).lxc.create(vmid=vmid, ostemplate=TEMPLATE, hostname='t',
+                                                              rootfs='local-lvm:4', start=1), timeout=60)
+    assert prox.nodes(node).lxc(vmid).status.current.get()['status'] == 'running'
+    # A container whose lxc-info does not answer: requests are answered, its state is left as it was.
+    (tmp / 'stall-{0}'.format(vmid)).write_text('')
+    for _ in range(3):
+        assert prox.nodes(node).lxc(vmid).status.current.get()['status'] == 'running'
+        time.sleep(0.4)
+    # Destroyed while lxc-info stalls (the lock lxc-destroy holds): the task's polls are answered, fakepve
+    # does not take the container back from the conf file and the stalled lxc-info, and it stays gone.
+    # Then lxc-info answers again while ct-destroy still runs (the real container is still there, and its conf).
+    (tmp / 'hold').write_text('')
+    upid = prox.nodes(node).lxc(vmid).delete(force=1, purge=1)
+    for stalled in (True, False):
+        if not stalled:
+            (tmp / 'stall-{0}'.format(vmid)).unlink()
+        deadline = time.time() + 2
+        while time.time() < deadline:
+            assert prox.nodes(node).tasks(upid).status.get()['status'] == 'running'
+            assert vmid not in [int(ct['vmid']) for ct in prox.nodes(node).lxc.get()]
+            time.sleep(0.4)
+    (tmp / 'hold').unlink()
+    pve_api.wait_task(prox, node, upid, timeout=30)
+    time.sleep(0.4)
+    assert vmid not in [int(ct['vmid']) for ct in prox.nodes(node).lxc.get()]
+    assert (tmp / 'calls').read_text().split('\n')[-2] == 'ct-destroy {0}'.format(vmid)
