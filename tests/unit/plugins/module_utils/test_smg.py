@@ -1,0 +1,408 @@
+"""_smg: a worker's registration at SMG, against a fake gateway that keeps SMG 1.13.0's worker API semantics
+(docs/research/smg-1.13.0.md): registrations are probed in the background (pending, not in GET /workers), DELETE
+makes a worker draining and the gateway drops it after its settle time whatever is in flight, labels merge on PATCH.
+The fake is checked against the real smg by tests/lab/test_gateway.py."""
+import json
+import urllib.error
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _smg
+
+URL = 'http://10.66.0.101:30000'
+GW = 'http://10.66.0.1:30080'
+KEY = 'cp-admin-secret'
+
+
+class FakeSmg(object):
+    """SIMULATED gateway. Every request is one tick: pending registrations count their probes down, draining
+    workers their settle time, and in-flight loads fall by `drain_rate` per tick."""
+
+    def __init__(self, key=None, probes=2, settle=4, drain_rate=1):
+        self.key, self.probes, self.settle, self.drain_rate = key, probes, settle, drain_rate
+        self.workers, self.pending, self.calls, self.next_id = {}, {}, [], 1
+        self.down = False
+        self.worker_load, self.worker_answer = {}, None  # the worker's own in-flight counts per URL, or a fixed answer
+
+    def add_worker(self, url, **fields):
+        wid = 'w%d' % self.next_id
+        self.next_id += 1
+        worker = dict(id=wid, url=url, model_id='sim/Qwen-sim', status='ready', is_healthy=True, load=0,
+                      priority=50, labels={'version': '0.5.23'}, health={'drain_settle_secs': 5})
+        worker.update(fields)
+        self.workers[wid] = worker
+        return worker
+
+    def tick(self):
+        for wid, left in list(self.pending.items()):
+            if left[1] is not None:
+                left[1] -= 1
+                if left[1] <= 0:
+                    spec = self.pending.pop(wid)[0]
+                    self.workers[wid] = dict(id=wid, url=spec['url'], model_id='sim/Qwen-sim', status='ready',
+                                             is_healthy=True, load=0, priority=spec.get('priority', 50),
+                                             labels=dict({'version': '0.5.23'}, **spec.get('labels', {})),
+                                             health=dict({'drain_settle_secs': 5}, **spec.get('health', {})))
+        for wid, w in list(self.workers.items()):
+            if w['status'] == 'draining':
+                w['load'] = max(0, w['load'] - self.drain_rate)
+                w['settle'] -= 1
+                if w['settle'] <= 0:
+                    del self.workers[wid]
+
+    def send(self, method, url, headers, body, timeout):
+        if url.endswith('/v1/loads'):
+            return self.loads(url[:-len('/v1/loads')], headers)
+        assert url.startswith(GW + '/workers'), url
+        if self.down:
+            raise OSError('[Errno 111] Connection refused')
+        self.calls.append((method, url[len(GW):], json.loads(body) if body else None, headers.get('Authorization')))
+        self.tick()
+        if self.key and headers.get('Authorization') != 'Bearer ' + self.key:
+            return 401, '{"error":{"code":"UNAUTHORIZED","message":"Missing or invalid Authorization header"}}'
+        path = url[len(GW):]
+        if method == 'GET' and path == '/workers':
+            return 200, json.dumps({'workers': list(self.workers.values()), 'total': len(self.workers)})
+        wid = path.split('/')[2] if path.count('/') == 2 else None
+        if method == 'GET':
+            if wid in self.workers:
+                return 200, json.dumps(self.workers[wid])
+            if wid in self.pending:
+                return 200, json.dumps(dict(id=wid, url=self.pending[wid][0]['url'], status='pending',
+                                            job_status={'message': 'Could not detect HTTP backend'}))
+            return 404, '{"error":{"code":"WORKER_NOT_FOUND","message":"Worker not found"}}'
+        if method == 'POST':
+            spec = json.loads(body)
+            for w in self.workers.values():
+                if w['url'] == spec['url']:
+                    return 409, json.dumps({'error': {'code': 'WORKER_ALREADY_EXISTS',
+                                                      'message': 'Worker %s already exists' % w['id']}})
+            if any(p[0]['url'] == spec['url'] for p in self.pending.values()):
+                return 409, '{"error":{"code":"WORKER_CREATE_IN_PROGRESS","message":"in progress"}}'
+            wid = 'w%d' % self.next_id
+            self.next_id += 1
+            self.pending[wid] = [spec, self.probes]
+            return 202, json.dumps({'status': 'accepted', 'worker_id': wid, 'location': '/workers/' + wid})
+        if method == 'PATCH':
+            w, patch = self.workers[wid], json.loads(body)
+            w['labels'].update(patch.get('labels', {}))
+            w['health'].update(patch.get('health', {}))
+            if 'priority' in patch:
+                w['priority'] = patch['priority']
+            return 202, '{"status":"accepted"}'
+        if method == 'DELETE':
+            w = self.workers.get(wid)
+            if w is None:
+                return 404, '{"error":{"code":"WORKER_NOT_FOUND"}}'
+            w.update(status='draining', is_healthy=False, settle=self.settle)
+            return 202, '{"status":"accepted"}'
+        raise AssertionError((method, path))
+
+    def loads(self, url, headers):
+        """The SIMULATED worker's GET /v1/loads: its count falls by one per look; None = its server is stopped."""
+        self.calls.append(('GET', url + '/v1/loads', None, headers.get('Authorization')))
+        if self.worker_answer is not None:
+            return self.worker_answer
+        count = self.worker_load.get(url)
+        if count is None:
+            raise urllib.error.URLError(ConnectionRefusedError(111, 'Connection refused'))
+        self.worker_load[url] = max(0, count - 1)
+        return 200, json.dumps({'version': '0.5.23', 'loads': [
+            {'dp_rank': 0, 'num_running_reqs': count, 'num_waiting_reqs': 0},
+            {'dp_rank': 1, 'num_running_reqs': 0, 'num_waiting_reqs': 0}]})
+
+    def changing(self):
+        return [(m, p) for m, p, _, _ in self.calls if m != 'GET']
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, secs):
+        assert secs >= 0
+        self.now += secs
+
+
+def params(**kw):
+    p = dict(url=URL, state='present', labels={}, priority=None, health=None, worker_api_key=None, wait=True,
+             wait_timeout=30.0, drain_timeout=60.0, worker_loads=True)
+    p.update(kw)
+    return p
+
+
+def run(fake, check_mode=False, key=None, **kw):
+    clock = Clock()
+    gw = _smg.Gateway(GW + '/', fake.send, api_key=key, timeout=5)
+    return _smg.run(gw, params(**kw), check_mode, _smg.Waiter(0.5, clock=clock, sleep=clock.sleep)), clock
+
+
+def fails(fake, message, **kw):
+    with pytest.raises(_smg.SmgError) as exc:
+        run(fake, **kw)
+    assert exc.value.message == message
+    return exc.value
+
+
+def test_adds_the_worker_and_waits_until_it_is_ready():
+    fake = FakeSmg(probes=3)
+    res, clock = run(fake, url=URL + '/', labels={'replica': 'ct101', 'tp': 4}, priority=60,
+                     health={'drain_settle_secs': 600, 'timeout_secs': None}, worker_api_key='wk')
+    assert res['changed'] is True and res['action'] == 'added'
+    assert fake.calls[1][:3] == ('POST', '/workers', {'url': URL, 'labels': {'replica': 'ct101', 'tp': '4'},
+                                                      'priority': 60, 'health': {'drain_settle_secs': 600},
+                                                      'api_key': 'wk'})
+    assert res['worker']['status'] == 'ready' and res['worker']['labels']['replica'] == 'ct101'
+    assert 'api_key' not in json.dumps(res)
+    assert res['ready_after_s'] == 1.0 and clock.now == 1.0
+
+
+def test_a_rerun_changes_nothing_and_only_reads():
+    fake = FakeSmg()
+    fake.add_worker(URL, labels={'replica': 'ct101', 'version': '0.5.23'}, priority=60,
+                    health={'drain_settle_secs': 600, 'timeout_secs': 5})
+    res, _ = run(fake, labels={'replica': 'ct101'}, priority=60, health={'drain_settle_secs': 600})
+    assert res == {'changed': False, 'action': 'none', 'worker': res['worker'], 'ready_after_s': 0.0}
+    assert fake.changing() == []
+
+
+def test_only_what_differs_is_patched_and_other_labels_are_kept():
+    fake = FakeSmg()
+    w = fake.add_worker(URL, labels={'replica': 'ct101', 'zone': 'a'}, priority=50, health={'drain_settle_secs': 5})
+    res, _ = run(fake, labels={'replica': 'ct101', 'config': 'abc'}, priority=70, health={'drain_settle_secs': 9})
+    assert res['action'] == 'updated' and res['patch_keys'] == ['health', 'labels', 'priority']
+    assert fake.calls[1][:3] == ('PATCH', '/workers/' + w['id'], {'labels': {'config': 'abc'}, 'priority': 70,
+                                                                  'health': {'drain_settle_secs': 9}})
+    assert w['labels'] == {'replica': 'ct101', 'zone': 'a', 'config': 'abc'}
+
+
+def test_a_priority_or_health_left_unset_is_left_alone():
+    fake = FakeSmg()
+    fake.add_worker(URL, priority=10, health={'drain_settle_secs': 77})
+    res, _ = run(fake)
+    assert res['changed'] is False and fake.changing() == []
+
+
+def test_check_mode_sends_nothing_that_changes_the_gateway():
+    fake = FakeSmg()
+    res, _ = run(fake, check_mode=True)
+    assert res == {'changed': True, 'action': 'added'} and fake.changing() == []
+    fake.add_worker(URL)
+    res, _ = run(fake, check_mode=True, labels={'replica': 'x'})
+    assert res['action'] == 'updated' and res['changed'] is True and fake.changing() == []
+    res, _ = run(fake, check_mode=True, state='absent')
+    assert res['action'] == 'removed' and fake.changing() == []
+    assert fake.workers[res['worker']['id']]['status'] == 'ready'
+
+
+def test_a_worker_that_never_becomes_ready_fails_with_what_the_gateway_says():
+    fake = FakeSmg(probes=None)
+    err = fails(fake, URL + ' did not become ready at the gateway within 30 s: not registered yet (the gateway is '
+                'still probing it: is its /health answering 200?); the gateway says: Could not detect HTTP backend')
+    assert err.worker['status'] == 'pending'
+
+
+def test_an_unhealthy_registered_worker_fails_the_wait_naming_its_status():
+    fake = FakeSmg()
+    fake.add_worker(URL, status='not_ready', is_healthy=False)
+    err = fails(fake, URL + ' did not become ready at the gateway within 30 s: status not_ready, is_healthy False')
+    assert err.worker['id'] == 'w1'
+
+
+def test_without_wait_a_registration_returns_at_once():
+    fake = FakeSmg(probes=None)
+    res, clock = run(fake, wait=False)
+    assert res['action'] == 'added' and res['worker']['status'] == 'pending' and clock.now == 0
+
+
+def test_a_registration_under_way_is_waited_for_by_url():
+    fake = FakeSmg(probes=3)
+    fake.pending['w9'] = [{'url': URL}, 3]
+    res, _ = run(fake)
+    assert res['action'] == 'added' and res['worker']['id'] == 'w9'
+    assert [m for m, _ in fake.changing()] == ['POST']
+
+
+def test_a_draining_worker_is_added_again_once_the_gateway_dropped_it():
+    fake = FakeSmg(settle=3)
+    w = fake.add_worker(URL, status='draining', is_healthy=False, settle=3)
+    res, _ = run(fake)
+    assert res['action'] == 'added' and res['worker']['id'] != w['id'] and res['worker']['status'] == 'ready'
+
+
+def test_a_worker_that_stays_draining_is_not_added():
+    fake = FakeSmg()
+    fake.add_worker(URL, status='draining', is_healthy=False, settle=10 ** 6)
+    fails(fake, URL + ' is still draining at the gateway after 30 s (an earlier removal); it can be added again once '
+          'the gateway has dropped it (its drain_settle_secs)')
+    assert fake.changing() == []
+
+
+def test_removal_drains_then_waits_until_the_gateway_dropped_it():
+    fake = FakeSmg(settle=8)
+    w = fake.add_worker(URL, load=3)
+    fake.worker_load[URL] = 4  # the server's own count: requests past the gateway too
+    res, clock = run(fake, state='absent')
+    assert res['changed'] is True and res['action'] == 'removed' and res['worker']['id'] == w['id']
+    assert fake.changing() == [('DELETE', '/workers/' + w['id'])]
+    assert res['drained_after_s'] == 2.0 and fake.worker_load[URL] == 0
+    assert w['id'] not in fake.workers and clock.now == 3.0
+
+
+def test_the_server_s_own_requests_are_waited_for_after_the_gateway_dropped_it():
+    fake = FakeSmg(settle=1)
+    fake.add_worker(URL, load=1)
+    fake.worker_load[URL] = 6
+    res, _ = run(fake, state='absent')
+    assert res['drained_after_s'] == 3.0 and fake.worker_load[URL] == 0
+
+
+def test_a_stopped_server_has_nothing_in_flight():
+    fake = FakeSmg(settle=2)
+    fake.add_worker(URL, load=0)
+    res, clock = run(fake, state='absent')
+    assert res['drained_after_s'] == 0 and ('GET', URL + '/v1/loads') in [c[:2] for c in fake.calls]
+
+
+def test_removal_fails_when_requests_stay_in_flight():
+    fake = FakeSmg(settle=10 ** 6, drain_rate=0)
+    fake.add_worker(URL, load=2)
+    fake.worker_answer = (200, '{"loads": [{"num_running_reqs": 1, "num_waiting_reqs": 2}]}')
+    err = fails(fake, URL + ' still has requests in flight after 60 s (drain_timeout): 2 through the gateway, 3 on '
+                'the server itself; the gateway sends it no new requests (draining) and drops it after its '
+                'drain_settle_secs', state='absent')
+    assert err.worker['status'] == 'draining' and err.worker['load'] == 2
+
+
+def test_removal_fails_when_the_server_keeps_running_requests_after_the_gateway_dropped_it():
+    fake = FakeSmg(settle=1)
+    fake.add_worker(URL, load=1)
+    fake.worker_answer = (200, '{"loads": [{"num_running_reqs": 1, "num_waiting_reqs": 0}]}')
+    fails(fake, URL + ' still has requests in flight after 60 s (drain_timeout): 1 on the server itself; the gateway '
+          'sends it no new requests (draining) and drops it after its drain_settle_secs', state='absent')
+
+
+def test_a_server_without_a_load_snapshot_is_explained():
+    fake = FakeSmg()
+    fake.add_worker(URL)
+    fake.worker_answer = (404, '{"detail":"Not Found"}')
+    fails(fake, URL + '/v1/loads answered HTTP 404 without a load snapshot (SGLang >= 0.5.23 serves it): '
+          '{"detail":"Not Found"}; set worker_loads to false to rely on the gateway\'s count alone', state='absent')
+
+
+def test_without_worker_loads_a_drop_with_requests_in_flight_is_refused():
+    fake = FakeSmg(settle=1, drain_rate=0)
+    fake.add_worker(URL, load=2)
+    fails(fake, 'the gateway dropped {0} (its drain_settle_secs passed) with 2 request(s) in flight at the last look; '
+          'set health.drain_settle_secs above the longest request, or worker_loads to true'.format(URL),
+          state='absent', worker_loads=False)
+    assert not any(c[1].endswith('/v1/loads') for c in fake.calls)
+
+
+def test_without_worker_loads_the_gateway_count_alone_is_waited_for():
+    fake = FakeSmg(settle=10)
+    fake.add_worker(URL, load=2)
+    res, _ = run(fake, state='absent', worker_loads=False)
+    assert res['drained_after_s'] == 0.5
+
+
+def test_removal_without_drain_or_wait_returns_after_the_delete():
+    fake = FakeSmg(settle=10 ** 6, drain_rate=0)
+    fake.add_worker(URL, load=2)
+    res, clock = run(fake, state='absent', drain_timeout=0, wait=False)
+    assert res['action'] == 'removed' and 'drained_after_s' not in res and clock.now == 0
+
+
+def test_removal_fails_when_the_gateway_keeps_a_drained_worker_longer_than_wait_timeout():
+    fake = FakeSmg(settle=10 ** 6)
+    fake.add_worker(URL, load=0)
+    fails(fake, URL + ' is drained but the gateway still lists it after 30 s: its drain_settle_secs is longer than '
+          'wait_timeout', state='absent')
+
+
+def test_worker_in_flight_reads_errors():
+    def boom(*a):
+        raise OSError('No route to host')
+    with pytest.raises(_smg.SmgError) as exc:
+        _smg.worker_in_flight(boom, URL)
+    assert exc.value.message == 'could not read {0}/v1/loads: No route to host'.format(URL)
+    seen = []
+    assert _smg.worker_in_flight(lambda *a: seen.append(a) or (200, '{"loads": []}'), URL + '/', 'wk', 3) == 0
+    assert seen == [('GET', URL + '/v1/loads', {'Accept': 'application/json', 'Authorization': 'Bearer wk'}, None, 3)]
+    assert _smg.refused(ConnectionRefusedError()) and not _smg.refused(OSError('x'))
+
+
+def test_an_absent_worker_is_left_alone_and_a_draining_one_is_not_deleted_twice():
+    fake = FakeSmg()
+    res, _ = run(fake, state='absent')
+    assert res == {'changed': False, 'action': 'none'} and fake.changing() == []
+    fake.add_worker(URL, status='draining', is_healthy=False, settle=2, load=0)
+    res, _ = run(fake, state='absent')
+    assert res['changed'] is False and fake.changing() == []
+
+
+def test_the_key_is_sent_as_a_bearer_token_and_a_wrong_one_is_explained():
+    fake = FakeSmg(key=KEY)
+    run(fake, key=KEY)
+    assert {auth for _, _, _, auth in fake.calls} == {'Bearer ' + KEY}
+    fails(fake, 'the gateway at {0} answered GET /workers with HTTP 401: UNAUTHORIZED: Missing or invalid '
+          'Authorization header (set api_key to an admin control-plane key of the gateway: '
+          '--control-plane-api-keys)'.format(GW), key='wrong')
+
+
+def test_a_user_role_key_is_explained():
+    gw = _smg.Gateway(GW, lambda *a: (403, '{"error":{"code":"FORBIDDEN","message":"Admin role required"}}'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.delete('w1')
+    assert exc.value.message == ('the gateway at {0} answered DELETE /workers/w1 with HTTP 403: FORBIDDEN: Admin role '
+                                 'required (the key has the user role; adding and removing workers needs an admin '
+                                 'key)'.format(GW))
+
+
+def test_a_gateway_that_does_not_answer_or_is_not_smg():
+    fake = FakeSmg()
+    fake.down = True
+    fails(fake, 'the gateway at {0} did not answer GET /workers: [Errno 111] Connection refused'.format(GW))
+    gw = _smg.Gateway(GW, lambda *a: (200, '<html>hello</html>'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.workers()
+    assert exc.value.message == ('the gateway at {0} answered GET /workers without a "workers" list: is it SMG '
+                                 '(smg launch)?'.format(GW))
+
+
+def test_two_workers_with_one_url_are_refused():
+    fake = FakeSmg()
+    fake.add_worker(URL)
+    fake.add_worker(URL + '/')
+    fails(fake, 'the gateway at {0} lists 2 workers with URL {1} (ids w1, w2): remove the extra ones '
+          '(DELETE /workers/ID)'.format(GW, URL))
+
+
+def test_a_refused_registration_names_the_reason():
+    gw = _smg.Gateway(GW, lambda *a: (409, '{"error":{"code":"WORKER_ALREADY_EXISTS","message":"exists as w7"}}'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.add({'url': URL})
+    assert exc.value.message == 'the gateway at {0} refused to add {1}: WORKER_ALREADY_EXISTS: exists as w7'.format(
+        GW, URL)
+    gw = _smg.Gateway(GW, lambda *a: (202, '{"status":"accepted"}'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.add({'url': URL})
+    assert exc.value.message == ("the gateway at {0} accepted {1} but named no worker_id: {{'status': 'accepted'}}"
+                                 .format(GW, URL))
+
+
+@pytest.mark.parametrize('data,text,expected', [
+    ({'message': 'm'}, '', 'm'), ({'detail': 'd'}, '', 'd'), ({'error': 'e'}, '', 'e'),
+    (None, '  plain  ', 'plain'), (None, '', '(no body)'), ({'code': 'C'}, 'raw', 'raw'),
+])
+def test_error_text(data, text, expected):
+    assert _smg.error_text(data, text) == expected
+
+
+def test_error_code_and_public():
+    assert _smg.error_code({'code': 'X'}) == 'X' and _smg.error_code('x') is None
+    assert _smg.public(None) is None
+    assert _smg.public({'id': 'a', 'url': 'u', 'api_key': 'k', 'engine_load': {}}) == {'id': 'a', 'url': 'u'}
