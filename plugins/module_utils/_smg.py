@@ -70,8 +70,8 @@ class Gateway(object):
         except Exception as exc:  # noqa: BLE001 - any transport failure means the gateway did not answer
             raise SmgError('the gateway at {0} did not answer {1} {2}: {3}'.format(self.base_url, method, path, exc))
         try:
-            data = json.loads(text) if text else None
-        except ValueError:
+            data = json.loads(text)
+        except (TypeError, ValueError):
             data = None
         if status not in ok:
             raise SmgError('the gateway at {0} answered {1} {2} with HTTP {3}: {4}{5}'.format(
@@ -88,7 +88,7 @@ class Gateway(object):
     def find(self, url):
         """The registered worker with this URL, or None."""
         url = normalize_url(url)
-        found = [w for w in self.workers() if normalize_url(w.get('url', '')) == url]
+        found = [w for w in self.workers() if normalize_url(w.get('url')) == url]
         if len(found) > 1:
             raise SmgError('the gateway at {0} lists {1} workers with URL {2} (ids {3}): remove the extra ones '
                            '(DELETE /workers/ID)'.format(self.base_url, len(found), url,
@@ -108,7 +108,8 @@ class Gateway(object):
             if code == 'WORKER_CREATE_IN_PROGRESS':
                 return None
             raise SmgError('the gateway at {0} refused to add {1}: {2}'.format(
-                self.base_url, spec['url'], error_text(data, '')))
+                self.base_url, spec['url'],
+                error_text(data, 'HTTP 409 (WORKER_ALREADY_EXISTS or another conflict)')))
         worker_id = (data or {}).get('worker_id')
         if not worker_id:
             raise SmgError('the gateway at {0} accepted {1} but named no worker_id: {2}'.format(
@@ -235,7 +236,7 @@ def register(gw, params, check_mode, waiter):
         else:
             def probe():
                 found = gw.get(worker_id)
-                return found is not None and found.get('status') != 'pending', found
+                return found is not None, found
         if not params['wait']:
             result['worker'] = public(gw.get(worker_id)) if worker_id else None
             return result
@@ -255,10 +256,6 @@ def register(gw, params, check_mode, waiter):
         if not params['wait']:
             result['worker'] = public(gw.get(worker_id))
             return result
-    if check_mode:
-        result['worker'] = public(worker)
-        return result
-
     def healthy():
         done, found = probe()
         return done and ready(found), found

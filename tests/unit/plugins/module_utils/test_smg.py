@@ -21,6 +21,7 @@ class FakeSmg(object):
     def __init__(self, key=None, probes=2, settle=4, drain_rate=1):
         self.key, self.probes, self.settle, self.drain_rate = key, probes, settle, drain_rate
         self.workers, self.pending, self.calls, self.next_id = {}, {}, [], 1
+        self.raw = []  # every request as sent: (method, url, headers, body, timeout)
         self.down = False
         self.worker_load, self.worker_answer = {}, None  # the worker's own in-flight counts per URL, or a fixed answer
 
@@ -51,6 +52,7 @@ class FakeSmg(object):
                     del self.workers[wid]
 
     def send(self, method, url, headers, body, timeout):
+        self.raw.append((method, url, dict(headers), body, timeout))
         if url.endswith('/v1/loads'):
             return self.loads(url[:-len('/v1/loads')], headers)
         assert url.startswith(GW + '/workers'), url
@@ -406,3 +408,179 @@ def test_error_code_and_public():
     assert _smg.error_code({'code': 'X'}) == 'X' and _smg.error_code('x') is None
     assert _smg.public(None) is None
     assert _smg.public({'id': 'a', 'url': 'u', 'api_key': 'k', 'engine_load': {}}) == {'id': 'a', 'url': 'u'}
+
+
+def test_requests_carry_exactly_the_headers_and_body_they_need():
+    fake = FakeSmg(key=KEY, probes=1)
+    run(fake, key=KEY, labels={'replica': 'a'})
+    get, post = fake.raw[0], fake.raw[1]
+    assert get == ('GET', GW + '/workers', {'Accept': 'application/json', 'Authorization': 'Bearer ' + KEY}, None, 5)
+    assert post[:3] == ('POST', GW + '/workers', {'Accept': 'application/json', 'Content-Type': 'application/json',
+                                                  'Authorization': 'Bearer ' + KEY})
+    assert json.loads(post[3]) == {'url': URL, 'labels': {'replica': 'a'}} and post[4] == 5
+    fake.workers['w1']['load'] = 0
+    fake.worker_load[URL] = 1
+    run(fake, key=KEY, state='absent', worker_api_key='wk')
+    loads = [r for r in fake.raw if r[1].endswith('/v1/loads')]
+    assert loads[0] == ('GET', URL + '/v1/loads', {'Accept': 'application/json', 'Authorization': 'Bearer wk'},
+                        None, 5)
+    assert _smg.Gateway(GW, None).timeout == 10.0
+
+
+def test_results_in_check_mode_and_without_wait_are_exact():
+    fake = FakeSmg()
+    w = fake.add_worker(URL, status='draining', is_healthy=False, settle=10)
+    res, _ = run(fake, check_mode=True)
+    assert res == {'changed': True, 'action': 'added', 'worker': _smg.public(w)}
+    fake.workers.clear()
+    w = fake.add_worker(URL)
+    res, _ = run(fake, check_mode=True, priority=1)
+    assert res == {'changed': True, 'action': 'updated', 'patch_keys': ['priority'], 'worker': _smg.public(w)}
+    res, _ = run(fake, wait=False, priority=2)
+    assert res == {'changed': True, 'action': 'updated', 'patch_keys': ['priority'],
+                   'worker': _smg.public(fake.workers[w['id']])} and res['worker']['priority'] == 2
+    res, _ = run(fake, wait=False)
+    assert res == {'changed': False, 'action': 'none', 'worker': _smg.public(fake.workers[w['id']])}
+    res, _ = run(fake, check_mode=True, state='absent')
+    assert res == {'changed': True, 'action': 'removed', 'worker': _smg.public(w)}
+    w.update(status='draining', settle=10)
+    res, _ = run(fake, check_mode=True, state='absent')
+    assert res == {'changed': False, 'action': 'none', 'worker': _smg.public(w)}
+
+
+def test_without_wait_an_add_returns_the_gateway_s_view_or_none_when_it_was_under_way():
+    fake = FakeSmg(probes=None)
+    fake.pending['w9'] = [{'url': URL}, None]
+    res, _ = run(fake, wait=False)
+    assert res == {'changed': True, 'action': 'added', 'worker': None}
+    assert [(m, p) for m, p, _, _ in fake.calls] == [('GET', '/workers'), ('POST', '/workers')]
+
+
+def test_durations_are_rounded_to_hundredths():
+    fake = FakeSmg(probes=3, settle=10)
+    clock = Clock()
+    gw = _smg.Gateway(GW, fake.send)
+    res = _smg.run(gw, params(), False, _smg.Waiter(1 / 3.0, clock=clock, sleep=clock.sleep))
+    assert res['ready_after_s'] == 0.67
+    fake.workers['w1']['load'] = 3
+    res = _smg.run(gw, params(state='absent', wait=False, worker_loads=False), False,
+                   _smg.Waiter(1 / 3.0, clock=clock, sleep=clock.sleep))
+    assert res['drained_after_s'] == 0.67
+
+
+def test_a_short_drain_timeout_still_drains():
+    fake = FakeSmg(settle=10)
+    fake.add_worker(URL, load=1)
+    res, _ = run(fake, state='absent', drain_timeout=1, wait=False, worker_loads=False)
+    assert res['drained_after_s'] == 0.0
+
+
+def test_a_worker_dropped_idle_before_the_first_look_is_drained_without_worker_loads():
+    fake = FakeSmg(settle=1)
+    fake.add_worker(URL, load=0)
+    res, _ = run(fake, state='absent', worker_loads=False)
+    assert res['drained_after_s'] == 0.0
+
+
+def test_failures_carry_the_gateway_s_last_view_of_the_worker():
+    fake = FakeSmg(settle=1, drain_rate=0)
+    w = fake.add_worker(URL, load=2)
+    before = _smg.public(w)
+    err = fails(fake, 'the gateway dropped {0} (its drain_settle_secs passed) with 2 request(s) in flight at the '
+                'last look; set health.drain_settle_secs above the longest request, or worker_loads to true'
+                .format(URL), state='absent', worker_loads=False)
+    assert err.worker == before
+    fake = FakeSmg(settle=10 ** 6)
+    w = fake.add_worker(URL, load=0)
+    before = _smg.public(w)
+    err = fails(fake, URL + ' is drained but the gateway still lists it after 30 s: its drain_settle_secs is longer '
+                'than wait_timeout', state='absent')
+    assert err.worker == before
+
+
+def test_ready_means_status_ready_and_healthy():
+    assert _smg.ready({'status': 'ready', 'is_healthy': True})
+    assert not _smg.ready({'status': 'draining', 'is_healthy': True})
+    assert not _smg.ready({'status': 'ready', 'is_healthy': False})
+    assert not _smg.ready({'status': 'ready'}) and not _smg.ready(None)
+
+
+def test_waiter_never_sleeps_past_the_deadline():
+    clock = Clock()
+    naps = []
+
+    def sleep(secs):
+        naps.append(secs)
+        clock.sleep(secs)
+    done, value, secs = _smg.Waiter(0.5, clock=clock, sleep=sleep).until(lambda: (False, 'x'), 0.75)
+    assert (done, value, secs) == (False, 'x', 0.75) and naps == [0.5, 0.25]
+
+
+def test_public_keeps_what_identifies_the_worker_and_its_state():
+    worker = dict(id='i', url='u', model_id='m', status='ready', is_healthy=True, load=1, priority=5, labels={},
+                  health={}, api_key='k', engine_load={}, models=[])
+    assert _smg.public(worker) == dict(id='i', url='u', model_id='m', status='ready', is_healthy=True, load=1,
+                                       priority=5, labels={}, health={})
+
+
+def test_small_helpers():
+    assert str(_smg.SmgError('m')) == 'm'
+    assert _smg.normalize_url(' http://hostX/ ') == 'http://hostX'
+    assert _smg.error_text({'error': {'message': 'only'}}, '') == 'only'
+    assert _smg.error_text({'error': {'code': 'ONLY'}}, '') == 'ONLY'
+    assert _smg.error_text({'error': {'code': 'XC', 'message': 'mX'}}, '') == 'XC: mX'
+    assert _smg.error_text(None, 'y' * 400) == 'y' * 300
+    assert _smg.auth_hint(500) == ''
+    loads = '{"loads": [{"num_waiting_reqs": 2}, {"num_running_reqs": 3}, {}]}'
+    assert _smg.worker_in_flight(lambda *a: (200, loads), URL) == 5
+    seen = []
+    _smg.worker_in_flight(lambda *a: seen.append(a[-1]) or (200, '{"loads": []}'), URL)
+    assert seen == [10.0]
+
+
+def test_a_load_snapshot_error_quotes_at_most_200_characters():
+    with pytest.raises(_smg.SmgError) as exc:
+        _smg.worker_in_flight(lambda *a: (500, 'z' * 300), URL)
+    assert exc.value.message.endswith(': ' + 'z' * 200 + "; set worker_loads to false to rely on the gateway's count "
+                                      'alone')
+    with pytest.raises(_smg.SmgError) as exc:
+        _smg.worker_in_flight(lambda *a: (502, ''), URL)
+    assert ': (no body); set worker_loads' in exc.value.message
+
+
+@pytest.mark.parametrize('status', [200, 201, 202])
+def test_every_success_status_of_a_registration_is_accepted(status):
+    gw = _smg.Gateway(GW, lambda *a: (status, '{"worker_id": "w5"}'))
+    assert gw.add({'url': URL}) == 'w5'
+
+
+@pytest.mark.parametrize('status', [200, 202, 404])
+def test_a_delete_accepts_done_queued_and_already_gone(status):
+    _smg.Gateway(GW, lambda *a: (status, '')).delete('w1')
+
+
+@pytest.mark.parametrize('status', [200, 202])
+def test_a_patch_accepts_done_and_queued(status):
+    _smg.Gateway(GW, lambda *a: (status, '')).patch('w1', {'priority': 1})
+
+
+@pytest.mark.parametrize('method,status', [('delete', 201), ('delete', 405), ('patch', 201)])
+def test_other_statuses_fail(method, status):
+    gw = _smg.Gateway(GW, lambda *a: (status, ''))
+    with pytest.raises(_smg.SmgError):
+        getattr(gw, method)('w1', *([{}] if method == 'patch' else []))
+
+
+def test_a_conflict_without_a_json_body_is_named():
+    gw = _smg.Gateway(GW, lambda *a: (409, 'conflict'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.add({'url': URL})
+    assert exc.value.message == ('the gateway at {0} refused to add {1}: HTTP 409 (WORKER_ALREADY_EXISTS or another '
+                                 'conflict)'.format(GW, URL))
+
+
+def test_an_http_error_quotes_a_body_that_is_not_json():
+    gw = _smg.Gateway(GW, lambda *a: (500, 'upstream broke'))
+    with pytest.raises(_smg.SmgError) as exc:
+        gw.workers()
+    assert exc.value.message == 'the gateway at {0} answered GET /workers with HTTP 500: upstream broke'.format(GW)
