@@ -163,6 +163,13 @@ def test_a_rerun_changes_nothing_and_keeps_the_gateway(deployed):
     assert main_pid() == pid
 
 
+def test_check_mode_on_the_running_gateway_reports_no_change(deployed):
+    pid = main_pid()
+    code, out = deploy("--check")
+    assert code == 0 and recap_changed(out) == 0, out[-3000:]
+    assert main_pid() == pid
+
+
 def test_a_setting_smg_refuses_fails_before_the_running_gateway_is_touched(deployed):
     pid, before = main_pid(), workers()
     code, out = deploy("-e", json.dumps({"sglang_gateway_settings": {"policy": "round_robin",

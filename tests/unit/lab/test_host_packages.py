@@ -24,6 +24,7 @@ NOT_PACKAGED = {
     "/var/cache/gpuserve-lab": "the lab's cache directory",
     "/run/gpuserve-lab": "the lab's runtime directory",
     "/run/sshd": "sshd's privilege-separation directory, created by lab/lab",
+    "/dev/urandom": "the kernel's random device (the lab gateway key), not a package file",
     "/var/lib/lxc/VMID/rootfs": "a comment's example path under lxc's /var/lib/lxc",
     "/etc/pve": "checked for absence: a real Proxmox VE host",
     "/etc/pve/lxc": "pve-container's config directory, named in a comment",
