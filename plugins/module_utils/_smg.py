@@ -79,7 +79,7 @@ class Gateway(object):
         return status, data
 
     def workers(self):
-        _, data = self.call('GET', '/workers')
+        data = self.call('GET', '/workers')[1]
         if not isinstance(data, dict) or not isinstance(data.get('workers'), list):
             raise SmgError('the gateway at {0} answered GET /workers without a "workers" list: is it SMG '
                            '(smg launch)?'.format(self.base_url))
@@ -237,6 +237,7 @@ def register(gw, params, check_mode, waiter):
             def probe():
                 found = gw.get(worker_id)
                 return found is not None, found
+
         if not params['wait']:
             result['worker'] = public(gw.get(worker_id)) if worker_id else None
             return result
@@ -253,9 +254,11 @@ def register(gw, params, check_mode, waiter):
         def probe():
             found = gw.get(worker_id)
             return found is not None, found
+
         if not params['wait']:
             result['worker'] = public(gw.get(worker_id))
             return result
+
     def healthy():
         done, found = probe()
         return done and ready(found), found
@@ -351,8 +354,9 @@ def deregister(gw, params, check_mode, waiter):
                                url, secs, ', '.join(counts)), public(found) or result['worker'])
         result['drained_after_s'] = round(secs, 2)
     if params['wait']:
-        gone, _, secs = waiter.until(lambda: (gw.get(worker_id) is None, None), params['wait_timeout'])
-        if not gone:
+        gone = waiter.until(lambda: (gw.get(worker_id) is None, None), params['wait_timeout'])
+        secs = gone[2]
+        if not gone[0]:
             raise SmgError('{0} is drained but the gateway still lists it after {1:.0f} s: its drain_settle_secs '
                            'is longer than wait_timeout'.format(url, secs), result['worker'])
     return result

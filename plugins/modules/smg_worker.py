@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-from urllib.error import HTTPError
-
 DOCUMENTATION = r"""
 ---
 module: smg_worker
@@ -176,6 +174,8 @@ drained_after_s:
   returned: state=absent with drain_timeout above 0, when the worker was registered
   type: float
 """
+
+from urllib.error import HTTPError
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url

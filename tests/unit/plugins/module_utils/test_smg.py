@@ -114,7 +114,7 @@ class FakeSmg(object):
             {'dp_rank': 1, 'num_running_reqs': 0, 'num_waiting_reqs': 0}]})
 
     def changing(self):
-        return [(m, p) for m, p, _, _ in self.calls if m != 'GET']
+        return [(m, p) for m, p, body, auth in self.calls if m != 'GET']
 
 
 class Clock(object):
@@ -142,6 +142,11 @@ def run(fake, check_mode=False, key=None, **kw):
     return _smg.run(gw, params(**kw), check_mode, _smg.Waiter(0.5, clock=clock, sleep=clock.sleep)), clock
 
 
+def result(fake, **kw):
+    """What run() returns to the module, without the clock."""
+    return run(fake, **kw)[0]
+
+
 def fails(fake, message, **kw):
     with pytest.raises(_smg.SmgError) as exc:
         run(fake, **kw)
@@ -166,7 +171,7 @@ def test_a_rerun_changes_nothing_and_only_reads():
     fake = FakeSmg()
     fake.add_worker(URL, labels={'replica': 'ct101', 'version': '0.5.23'}, priority=60,
                     health={'drain_settle_secs': 600, 'timeout_secs': 5})
-    res, _ = run(fake, labels={'replica': 'ct101'}, priority=60, health={'drain_settle_secs': 600})
+    res = result(fake, labels={'replica': 'ct101'}, priority=60, health={'drain_settle_secs': 600})
     assert res == {'changed': False, 'action': 'none', 'worker': res['worker'], 'ready_after_s': 0.0}
     assert fake.changing() == []
 
@@ -174,7 +179,7 @@ def test_a_rerun_changes_nothing_and_only_reads():
 def test_only_what_differs_is_patched_and_other_labels_are_kept():
     fake = FakeSmg()
     w = fake.add_worker(URL, labels={'replica': 'ct101', 'zone': 'a'}, priority=50, health={'drain_settle_secs': 5})
-    res, _ = run(fake, labels={'replica': 'ct101', 'config': 'abc'}, priority=70, health={'drain_settle_secs': 9})
+    res = result(fake, labels={'replica': 'ct101', 'config': 'abc'}, priority=70, health={'drain_settle_secs': 9})
     assert res['action'] == 'updated' and res['patch_keys'] == ['health', 'labels', 'priority']
     assert fake.calls[1][:3] == ('PATCH', '/workers/' + w['id'], {'labels': {'config': 'abc'}, 'priority': 70,
                                                                   'health': {'drain_settle_secs': 9}})
@@ -184,18 +189,18 @@ def test_only_what_differs_is_patched_and_other_labels_are_kept():
 def test_a_priority_or_health_left_unset_is_left_alone():
     fake = FakeSmg()
     fake.add_worker(URL, priority=10, health={'drain_settle_secs': 77})
-    res, _ = run(fake)
+    res = result(fake)
     assert res['changed'] is False and fake.changing() == []
 
 
 def test_check_mode_sends_nothing_that_changes_the_gateway():
     fake = FakeSmg()
-    res, _ = run(fake, check_mode=True)
+    res = result(fake, check_mode=True)
     assert res == {'changed': True, 'action': 'added'} and fake.changing() == []
     fake.add_worker(URL)
-    res, _ = run(fake, check_mode=True, labels={'replica': 'x'})
+    res = result(fake, check_mode=True, labels={'replica': 'x'})
     assert res['action'] == 'updated' and res['changed'] is True and fake.changing() == []
-    res, _ = run(fake, check_mode=True, state='absent')
+    res = result(fake, check_mode=True, state='absent')
     assert res['action'] == 'removed' and fake.changing() == []
     assert fake.workers[res['worker']['id']]['status'] == 'ready'
 
@@ -223,15 +228,15 @@ def test_without_wait_a_registration_returns_at_once():
 def test_a_registration_under_way_is_waited_for_by_url():
     fake = FakeSmg(probes=3)
     fake.pending['w9'] = [{'url': URL}, 3]
-    res, _ = run(fake)
+    res = result(fake)
     assert res['action'] == 'added' and res['worker']['id'] == 'w9'
-    assert [m for m, _ in fake.changing()] == ['POST']
+    assert [m for m, path in fake.changing()] == ['POST']
 
 
 def test_a_draining_worker_is_added_again_once_the_gateway_dropped_it():
     fake = FakeSmg(settle=3)
     w = fake.add_worker(URL, status='draining', is_healthy=False, settle=3)
-    res, _ = run(fake)
+    res = result(fake)
     assert res['action'] == 'added' and res['worker']['id'] != w['id'] and res['worker']['status'] == 'ready'
 
 
@@ -258,7 +263,7 @@ def test_the_server_s_own_requests_are_waited_for_after_the_gateway_dropped_it()
     fake = FakeSmg(settle=1)
     fake.add_worker(URL, load=1)
     fake.worker_load[URL] = 6
-    res, _ = run(fake, state='absent')
+    res = result(fake, state='absent')
     assert res['drained_after_s'] == 3.0 and fake.worker_load[URL] == 0
 
 
@@ -307,7 +312,7 @@ def test_without_worker_loads_a_drop_with_requests_in_flight_is_refused():
 def test_without_worker_loads_the_gateway_count_alone_is_waited_for():
     fake = FakeSmg(settle=10)
     fake.add_worker(URL, load=2)
-    res, _ = run(fake, state='absent', worker_loads=False)
+    res = result(fake, state='absent', worker_loads=False)
     assert res['drained_after_s'] == 0.5
 
 
@@ -339,17 +344,17 @@ def test_worker_in_flight_reads_errors():
 
 def test_an_absent_worker_is_left_alone_and_a_draining_one_is_not_deleted_twice():
     fake = FakeSmg()
-    res, _ = run(fake, state='absent')
+    res = result(fake, state='absent')
     assert res == {'changed': False, 'action': 'none'} and fake.changing() == []
     fake.add_worker(URL, status='draining', is_healthy=False, settle=2, load=0)
-    res, _ = run(fake, state='absent')
+    res = result(fake, state='absent')
     assert res['changed'] is False and fake.changing() == []
 
 
 def test_the_key_is_sent_as_a_bearer_token_and_a_wrong_one_is_explained():
     fake = FakeSmg(key=KEY)
     run(fake, key=KEY)
-    assert {auth for _, _, _, auth in fake.calls} == {'Bearer ' + KEY}
+    assert {auth for method, path, body, auth in fake.calls} == {'Bearer ' + KEY}
     fails(fake, 'the gateway at {0} answered GET /workers with HTTP 401: UNAUTHORIZED: Missing or invalid '
           'Authorization header (set api_key to an admin control-plane key of the gateway: '
           '--control-plane-api-keys)'.format(GW), key='wrong')
@@ -430,30 +435,30 @@ def test_requests_carry_exactly_the_headers_and_body_they_need():
 def test_results_in_check_mode_and_without_wait_are_exact():
     fake = FakeSmg()
     w = fake.add_worker(URL, status='draining', is_healthy=False, settle=10)
-    res, _ = run(fake, check_mode=True)
+    res = result(fake, check_mode=True)
     assert res == {'changed': True, 'action': 'added', 'worker': _smg.public(w)}
     fake.workers.clear()
     w = fake.add_worker(URL)
-    res, _ = run(fake, check_mode=True, priority=1)
+    res = result(fake, check_mode=True, priority=1)
     assert res == {'changed': True, 'action': 'updated', 'patch_keys': ['priority'], 'worker': _smg.public(w)}
-    res, _ = run(fake, wait=False, priority=2)
+    res = result(fake, wait=False, priority=2)
     assert res == {'changed': True, 'action': 'updated', 'patch_keys': ['priority'],
                    'worker': _smg.public(fake.workers[w['id']])} and res['worker']['priority'] == 2
-    res, _ = run(fake, wait=False)
+    res = result(fake, wait=False)
     assert res == {'changed': False, 'action': 'none', 'worker': _smg.public(fake.workers[w['id']])}
-    res, _ = run(fake, check_mode=True, state='absent')
+    res = result(fake, check_mode=True, state='absent')
     assert res == {'changed': True, 'action': 'removed', 'worker': _smg.public(w)}
     w.update(status='draining', settle=10)
-    res, _ = run(fake, check_mode=True, state='absent')
+    res = result(fake, check_mode=True, state='absent')
     assert res == {'changed': False, 'action': 'none', 'worker': _smg.public(w)}
 
 
 def test_without_wait_an_add_returns_the_gateway_s_view_or_none_when_it_was_under_way():
     fake = FakeSmg(probes=None)
     fake.pending['w9'] = [{'url': URL}, None]
-    res, _ = run(fake, wait=False)
+    res = result(fake, wait=False)
     assert res == {'changed': True, 'action': 'added', 'worker': None}
-    assert [(m, p) for m, p, _, _ in fake.calls] == [('GET', '/workers'), ('POST', '/workers')]
+    assert [(m, p) for m, p, body, auth in fake.calls] == [('GET', '/workers'), ('POST', '/workers')]
 
 
 def test_durations_are_rounded_to_hundredths():
@@ -471,14 +476,14 @@ def test_durations_are_rounded_to_hundredths():
 def test_a_short_drain_timeout_still_drains():
     fake = FakeSmg(settle=10)
     fake.add_worker(URL, load=1)
-    res, _ = run(fake, state='absent', drain_timeout=1, wait=False, worker_loads=False)
+    res = result(fake, state='absent', drain_timeout=1, wait=False, worker_loads=False)
     assert res['drained_after_s'] == 0.0
 
 
 def test_a_worker_dropped_idle_before_the_first_look_is_drained_without_worker_loads():
     fake = FakeSmg(settle=1)
     fake.add_worker(URL, load=0)
-    res, _ = run(fake, state='absent', worker_loads=False)
+    res = result(fake, state='absent', worker_loads=False)
     assert res['drained_after_s'] == 0.0
 
 

@@ -54,7 +54,7 @@ def test_register_rerun_and_remove(gateway, capsys):
     code, out = run_module(capsys, labels={'replica': 'ct101'}, health={'drain_settle_secs': 2})
     assert code == 0 and out['changed'] is False and out['action'] == 'none'
     code, out = run_module(capsys, state='absent', worker_loads=False, _ansible_check_mode=True)
-    assert code == 0 and out['changed'] is True and [m for m, _ in gateway.changing()] == ['POST']
+    assert code == 0 and out['changed'] is True and [m for m, path in gateway.changing()] == ['POST']
     code, out = run_module(capsys, state='absent', worker_loads=False)
     assert code == 0 and out['action'] == 'removed' and gateway.workers == {}
 
