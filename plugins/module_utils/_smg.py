@@ -307,6 +307,20 @@ def worker_in_flight(send, url, api_key=None, timeout=10.0):
                            where, status, (text or '').strip()[:200] or '(no body)'))
 
 
+def refuse_to_empty(gw, url, keep):
+    """Refuse to take url out when fewer than keep other workers of the gateway are ready and healthy: a
+    rollout must not leave the gateway with nothing to route to."""
+    if keep <= 0:
+        return
+    others = [w for w in gw.workers() if normalize_url(w.get('url') or '') != url]
+    serving = [w.get('url') for w in others if ready(w)]
+    if len(serving) < keep:
+        raise SmgError('not taking {0} out of the gateway: {1} other worker(s) are ready and healthy ({2}), '
+                       'keep_healthy asks for {3}; nothing was changed. Bring another replica up (or wait until '
+                       'the gateway reports it healthy), or lower keep_healthy'.format(
+                           url, len(serving), ', '.join(sorted(serving)) or 'none', keep))
+
+
 def deregister(gw, params, check_mode, waiter):
     """state=absent: take the worker out of routing (DELETE: draining), wait until nothing is in flight to it (the
     gateway's `load` while it still lists the worker, and with worker_loads the worker's own count), bounded by
@@ -318,6 +332,7 @@ def deregister(gw, params, check_mode, waiter):
         return result
     result['worker'] = public(worker)
     if worker.get('status') != 'draining':
+        refuse_to_empty(gw, url, params['keep_healthy'])
         result.update(changed=True, action='removed')
         if check_mode:
             return result

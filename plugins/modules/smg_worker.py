@@ -96,6 +96,13 @@ options:
         stopped routing to it; the task fails when some are still running then. V(0) does not wait.
     type: float
     default: 300
+  keep_healthy:
+    description:
+      - V(state=absent) only. Refuse to take the worker out (fail, change nothing) when fewer than this many other
+        workers of the gateway are C(ready) and healthy, so that a rollout never leaves the gateway with nothing to
+        route to. V(0) does not check. Counted before the removal; a worker already C(draining) is not checked.
+    type: int
+    default: 0
   worker_loads:
     description:
       - V(state=absent) only. Also wait until the worker itself runs no request (its C(GET /v1/loads), SGLang >= 0.5.23,
@@ -198,6 +205,7 @@ ARGS = dict(
     wait=dict(type='bool', default=True),
     wait_timeout=dict(type='float', default=120.0),
     drain_timeout=dict(type='float', default=300.0),
+    keep_healthy=dict(type='int', default=0),
     worker_loads=dict(type='bool', default=True),
     poll_interval=dict(type='float', default=0.5),
     timeout=dict(type='float', default=10.0),
@@ -224,6 +232,9 @@ def main():
         if p[name] < 0 or (name in ('poll_interval', 'timeout') and p[name] == 0):
             module.fail_json(msg='{0} must be above 0 (drain_timeout and wait_timeout may be 0), got {1}'.format(
                 name, p[name]))
+    if p['keep_healthy'] < 0:
+        module.fail_json(msg='keep_healthy is a count of other healthy workers, 0 or more, got {0}'.format(
+            p['keep_healthy']))
     if not p['gateway_url'].startswith(('http://', 'https://')) or not p['url'].startswith(('http://', 'https://')):
         module.fail_json(msg='gateway_url and url are http:// or https:// URLs, got {0!r} and {1!r}'.format(
             p['gateway_url'], p['url']))

@@ -131,7 +131,7 @@ class Clock(object):
 
 def params(**kw):
     p = dict(url=URL, state='present', labels={}, priority=None, health=None, worker_api_key=None, wait=True,
-             wait_timeout=30.0, drain_timeout=60.0, worker_loads=True)
+             wait_timeout=30.0, drain_timeout=60.0, worker_loads=True, keep_healthy=0)
     p.update(kw)
     return p
 
@@ -257,6 +257,60 @@ def test_removal_drains_then_waits_until_the_gateway_dropped_it():
     assert fake.changing() == [('DELETE', '/workers/' + w['id'])]
     assert res['drained_after_s'] == 2.0 and fake.worker_load[URL] == 0
     assert w['id'] not in fake.workers and clock.now == 3.0
+
+
+OTHER = 'http://10.66.0.102:30000'
+
+
+def test_keep_healthy_refuses_to_take_out_the_last_healthy_worker_and_changes_nothing():
+    fake = FakeSmg()
+    w = fake.add_worker(URL)
+    fake.add_worker(OTHER, status='ready', is_healthy=False)
+    fake.add_worker('http://10.66.0.103:30000', status='pending', is_healthy=True)
+    for check_mode in (False, True):
+        err = fails(fake, 'not taking {0} out of the gateway: 0 other worker(s) are ready and healthy (none), '
+                          'keep_healthy asks for 1; nothing was changed. Bring another replica up (or wait until '
+                          'the gateway reports it healthy), or lower keep_healthy'.format(URL),
+                    state='absent', keep_healthy=1, check_mode=check_mode)
+        assert err.worker is None
+    assert fake.changing() == [] and fake.workers[w['id']]['status'] == 'ready'
+
+
+def test_keep_healthy_counts_only_other_healthy_ready_workers():
+    fake = FakeSmg(settle=1)
+    fake.add_worker(URL + '/')  # the worker itself never counts, however its URL is spelt
+    fake.add_worker(OTHER)
+    fails(fake, 'not taking {0} out of the gateway: 1 other worker(s) are ready and healthy ({1}), keep_healthy '
+                'asks for 2; nothing was changed. Bring another replica up (or wait until the gateway reports it '
+                'healthy), or lower keep_healthy'.format(URL, OTHER), state='absent', keep_healthy=2)
+    res = result(fake, state='absent', keep_healthy=1)
+    assert res['changed'] is True and [m for m, path in fake.changing()] == ['DELETE']
+
+
+def test_keep_healthy_names_the_healthy_others_in_order():
+    fake = FakeSmg()
+    fake.add_worker('http://10.66.0.109:30000')
+    fake.add_worker(URL)
+    fake.add_worker(OTHER)
+    fails(fake, 'not taking {0} out of the gateway: 2 other worker(s) are ready and healthy ({1}, '
+                'http://10.66.0.109:30000), keep_healthy asks for 3; nothing was changed. Bring another replica up '
+                '(or wait until the gateway reports it healthy), or lower keep_healthy'.format(URL, OTHER),
+          state='absent', keep_healthy=3)
+    assert fake.changing() == []
+
+
+def test_keep_healthy_is_not_asked_about_a_worker_already_draining_or_absent():
+    fake = FakeSmg(settle=2)
+    fake.add_worker(URL, status='draining', settle=2)
+    assert result(fake, state='absent', keep_healthy=5)['changed'] is False
+    assert result(fake, state='absent', keep_healthy=5) == {'changed': False, 'action': 'none'}
+
+
+def test_keep_healthy_zero_reads_no_worker_list():
+    fake = FakeSmg(settle=1)
+    fake.add_worker(URL)
+    result(fake, state='absent', keep_healthy=0, wait=False, drain_timeout=0)
+    assert [c[:2] for c in fake.calls] == [('GET', '/workers'), ('DELETE', '/workers/w1')]
 
 
 def test_the_server_s_own_requests_are_waited_for_after_the_gateway_dropped_it():

@@ -71,6 +71,7 @@ def test_an_http_error_is_reported_with_the_gateway_s_words(gateway, capsys):
     (dict(timeout=0), 'timeout must be above 0 (drain_timeout and wait_timeout may be 0), got 0.0'),
     (dict(poll_interval=0), 'poll_interval must be above 0 (drain_timeout and wait_timeout may be 0), got 0.0'),
     (dict(drain_timeout=-1), 'drain_timeout must be above 0 (drain_timeout and wait_timeout may be 0), got -1.0'),
+    (dict(keep_healthy=-1), 'keep_healthy is a count of other healthy workers, 0 or more, got -1'),
     (dict(url='10.0.0.1:30000'), "gateway_url and url are http:// or https:// URLs, got '{0}' and "
                                  "'10.0.0.1:30000'".format(GW)),
     (dict(gateway_url='gw:1'), "gateway_url and url are http:// or https:// URLs, got 'gw:1' and '{0}'".format(URL)),
