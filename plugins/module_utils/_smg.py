@@ -369,9 +369,9 @@ def deregister(gw, params, check_mode, waiter):
                                url, secs, ', '.join(counts)), public(found) or result['worker'])
         result['drained_after_s'] = round(secs, 2)
     if params['wait']:
-        gone = waiter.until(lambda: (gw.get(worker_id) is None, None), params['wait_timeout'])
-        secs = gone[2]
-        if not gone[0]:
+        outcome = waiter.until(lambda: (gw.get(worker_id) is None, None), params['wait_timeout'])
+        secs = outcome[2]
+        if not outcome[0]:  # (dropped, value, seconds)
             raise SmgError('{0} is drained but the gateway still lists it after {1:.0f} s: its drain_settle_secs '
                            'is longer than wait_timeout'.format(url, secs), result['worker'])
     return result
