@@ -2,7 +2,9 @@
 survivors named with their changed line. Equivalent mutants (a change no test can observe) are listed with a
 one-line reason in tests/mutation_equivalents.txt as `<file>::<function> | <the mutated line>  # reason`: by
 content, since mutmut numbers mutants by position and an edit elsewhere in the function renumbers them. Floors per
-file are the `floor` column of docs/testing.md's score table (the ratchet): exit 1 when a file scores under it."""
+file are the `floor` column of docs/testing.md's score table (the ratchet): exit 1 when a file scores under it.
+With MUTATION_SAMPLED=1 (scripts/mutation --sample) only the mutants mutmut ran are scored: the others are
+`not checked`, neither killed nor survived."""
 import json
 import os
 import re
@@ -68,6 +70,9 @@ def main(results_path, collection, seconds, *files):
             if sep:
                 status[name] = state
     eq, floor = equivalents(), floors()
+    sampled = os.environ.get("MUTATION_SAMPLED", "0") not in ("", "0")
+    if sampled:
+        status = {n: st for n, st in status.items() if st != "not checked"}
     report, failed = {}, []
     for path in files:
         prefix = module_of(collection, path) + "."
@@ -92,7 +97,7 @@ def main(results_path, collection, seconds, *files):
             "  UNDER FLOOR %d %%" % floor[path] if low else ("  NO MUTANTS" if not mine else "")))
         for short in survivors:
             print("    %s: %s::%s | %s" % (counted[prefix + short], path, function_of(short), lines[prefix + short]))
-    print("MUTATION_SCORE " + json.dumps(dict(seconds=int(seconds), files=report), sort_keys=True))
+    print("MUTATION_SCORE " + json.dumps(dict(seconds=int(seconds), sampled=sampled, files=report), sort_keys=True))
     return 1 if failed else 0
 
 
