@@ -197,8 +197,17 @@ def test_memory_that_stays_after_its_holder_is_killed_is_waited_for(server_runni
     assert float(manifest["times"]["release_and_gate_s"]) >= 7, manifest["times"]
 
 
+def lingering_memory_gone():
+    """GPU 3 holds what GPU 2 holds: the running server's share on both, or nothing on both (the held GPU's extra,
+    the killed holder's lingering memory, is freed)."""
+    used = gpu_memory_used()
+    return used[HELD_GPU] == used[HELD_GPU - 1]
+
+
 def test_memory_that_stays_past_the_gate_timeout_is_named_with_what_to_do(server_running):
-    """The same past a 3 s gate: the run fails naming GPU 3 and what to do, starts nothing; the next converges."""
+    """The same past a 3 s gate: the run fails naming GPU 3 and what to do; the next converges. Whether the
+    rollback's own gate (3 s too) still finds the memory held, leaving the unit stopped, or passes and starts the
+    old server, depends on when it runs within the 20 s: the test accepts either and waits for the memory."""
     hold_gpu(linger=20)
     rc, out = finish(playbook(RESTART, "-e", "sglang_server_gate_timeout=3"))
     assert rc != 0
@@ -206,7 +215,8 @@ def test_memory_that_stays_past_the_gate_timeout_is_named_with_what_to_do(server
     assert re.search(r"GPU %d still holds \d+ MiB \(limit 0\): no compute process listed\. Memory that no listed "
                      r"process holds is still being freed by the driver after its process exited" % HELD_GPU, flat), \
         "\n".join(line for line in out.splitlines() if "still holds" in line or "fatal" in line) or out[-3000:]
-    wait_for(lambda: gpu_memory_used()[HELD_GPU] == 0, 60, "the lingering memory to be freed")
+    assert re.search(r"Rollback: (done|FAILED)", flat), out[-3000:]
+    wait_for(lingering_memory_gone, 60, "the lingering memory to be freed")
     rc, out = finish(playbook(RESTART))
     assert rc == 0, out[-3000:]
     assert last_manifest()["gate"]["passed"] is True

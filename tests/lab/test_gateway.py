@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 import yaml
 
-from labutil import LAB_MARKS, ROOT, VENV_BIN, finish, playbook
+from labutil import LAB_MARKS, ROOT, VENV_BIN, finish, playbook, wait_for
 
 pytestmark = LAB_MARKS
 
@@ -437,7 +437,16 @@ def test_a_new_config_that_cannot_start_is_rolled_back_and_rejoins_while_the_oth
     assert replica_argv() == before and arg(before, "--host") == "0.0.0.0"
 
 
+def all_healthy():
+    """Every worker of the fleet listed, ready and healthy (after the roll and the rollback, the gateway's health
+    checks of the replica that came back may still be catching up)."""
+    listed = workers()
+    return all(listed.get(w["url"], {}).get("status") == "ready" and listed[w["url"]].get("is_healthy") is True
+               for w in FLEET)
+
+
 def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(replica):
+    wait_for(all_healthy, 60, "all three workers ready and healthy at the gateway")
     manifest, pid = in_replica("cat", MANIFEST), in_replica("systemctl", "show", "-p", "MainPID", "--value", "sglang")
     worker_id = workers()[REPLICA]["id"]
     code, out = deploy_replica("-e", json.dumps({"sglang_server_gateway_keep_healthy": 3}), mem_fraction_static=0.75)
