@@ -281,14 +281,34 @@ def ct101_changed(out):
     return int(found[-1][0]), int(found[-1][1])
 
 
-class Load(object):
+class Background(object):
+    """A context that runs self.run in a thread from enter until exit, which sets self.halt and joins it."""
+
+    def __init__(self):
+        self.halt = threading.Event()
+
+    def run(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.main = threading.Thread(target=self.run, daemon=True)
+        self.main.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.halt.set()
+        self.main.join(timeout=10)
+
+
+class Load(Background):
     """A bounded load through the gateway: request i starts at i / rate seconds, `count` requests at most, and it
-    ends by itself (or at stop()). Lab addresses only. Each: start, end, HTTP status or error, tokens, the worker
+    ends by itself (or at exit). Lab addresses only. Each: start, end, HTTP status or error, tokens, the worker
     the gateway routed it to."""
 
     def __init__(self, rate=4.0, count=800, tokens=12):
+        super().__init__()
         self.rate, self.count, self.tokens = rate, count, tokens
-        self.results, self.halt, self.threads = [], threading.Event(), []
+        self.results, self.threads = [], []
 
     def one(self):
         began = time.time()
@@ -310,14 +330,8 @@ class Load(object):
             thread.start()
             self.threads.append(thread)
 
-    def __enter__(self):
-        self.main = threading.Thread(target=self.run, daemon=True)
-        self.main.start()
-        return self
-
     def __exit__(self, *exc):
-        self.halt.set()
-        self.main.join(timeout=10)
+        super().__exit__(*exc)
         for thread in self.threads:
             thread.join(timeout=90)
 
@@ -328,11 +342,12 @@ class Load(object):
         return [r for r in self.results if r["worker"] == url]
 
 
-class Watch(object):
+class Watch(Background):
     """The gateway's worker list every 0.25 s: (time, {url: (status, is_healthy)})."""
 
     def __init__(self):
-        self.seen, self.halt = [], threading.Event()
+        super().__init__()
+        self.seen = []
 
     def run(self):
         while not self.halt.wait(0.25):
@@ -340,15 +355,6 @@ class Watch(object):
                 self.seen.append((time.time(), {u: (w["status"], w["is_healthy"]) for u, w in workers().items()}))
             except OSError as exc:
                 self.seen.append((time.time(), {"error": repr(exc)}))
-
-    def __enter__(self):
-        self.main = threading.Thread(target=self.run, daemon=True)
-        self.main.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.halt.set()
-        self.main.join(timeout=10)
 
     def healthy_counts(self):
         return [sum(1 for s in ws.values() if s == ("ready", True)) for t, ws in self.seen]
