@@ -193,6 +193,11 @@ def test_memory_that_stays_after_its_holder_is_killed_is_waited_for(server_runni
     rc, out = finish(playbook(RESTART))
     assert rc == 0, out[-3000:]
     manifest = last_manifest()
+    # gpu_release killed the holder (a process outside the server's unit), once
+    killed = [k for k in manifest["release"]["killed"] if "time.sleep(3600)" in k["cmdline"]]
+    assert len(killed) == 1, manifest["release"]
+    assert pct("systemctl", "is-active", HOLDER_UNIT, check=False).stdout.strip() != "active"
+    assert manifest["gate"]["passed"] is True and manifest["env_proof"]["ok"] is True
     assert manifest["gate"]["polls"] > 1 and manifest["gate"]["clear_at_s"][str(HELD_GPU)] >= 7, manifest["gate"]
     assert float(manifest["times"]["release_and_gate_s"]) >= 7, manifest["times"]
 

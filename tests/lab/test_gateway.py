@@ -434,12 +434,16 @@ def test_a_new_config_that_cannot_start_is_rolled_back_and_rejoins_while_the_oth
         time.sleep(2)
     flat = " ".join(out.split())
     assert code != 0 and ct101_changed(out)[1] == 1, out[-3000:]
+    assert "the restart failed at" in flat and "sglang.service is failed" in flat, out[-3000:]
     assert "Rollback: done" in flat and "error while attempting to bind" in flat, out[-3000:]
     assert load.failed() == [], load.failed()[:5]
     assert gateway_faults() == faults, "the gateway retried requests or saw worker errors during the rollback"
     assert min(watch.healthy_counts()) >= 2, watch.seen
     assert workers()[REPLICA]["status"] == "ready" and workers()[REPLICA]["is_healthy"] is True
-    assert json.loads(in_replica("cat", MANIFEST))["phase"] == "rollback"
+    # the last verified config serves again, verified by the same lifecycle
+    m = json.loads(in_replica("cat", MANIFEST))
+    assert m["phase"] == "rollback" and m["gate"]["passed"] is True and m["env_proof"]["ok"] is True, m
+    assert "192.0.2.1" not in m["argv"]
     assert replica_argv() == before and arg(before, "--host") == "0.0.0.0"
 
 
