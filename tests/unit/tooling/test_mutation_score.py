@@ -68,3 +68,20 @@ def test_the_docs_table_holds_a_floor_for_every_file_scripts_mutation_scores():
     core = text[text.index("SAFETY_CORE=("):text.index(")", text.index("SAFETY_CORE=("))].split()[1:]
     assert core and set(ms.floors()) == set(core)
     assert all(floor >= 90 for floor in ms.floors().values())
+
+
+def test_a_sample_scores_only_the_mutants_that_ran_and_a_full_run_counts_unrun_ones_as_survivors(
+        world, capsys, monkeypatch):
+    results, doc = world
+    with open(results, "a", encoding="utf-8") as f:
+        f.write("    %sx_g__mutmut_5: not checked\n" % M)
+    doc.write_text("| `plugins/filter/f.py` | 5 | 1 | 2 | 66.7 % | 50 % | 60 % |\n")
+    monkeypatch.setattr(ms, "mutated_line", lambda tree, name: {M + "x_g__mutmut_1": "return a <= b"}.get(name, "x"))
+    monkeypatch.setenv("MUTATION_SAMPLED", "1")
+    assert ms.main(str(results), C, "3", "plugins/filter/f.py") == 0
+    assert "4 mutants   1 equivalent    2 killed   66.7 %" in capsys.readouterr().out
+    monkeypatch.setenv("MUTATION_SAMPLED", "0")
+    assert ms.main(str(results), C, "3", "plugins/filter/f.py") == 1
+    out = capsys.readouterr().out
+    assert "5 mutants   1 equivalent    2 killed   50.0 %  UNDER FLOOR 60 %" in out
+    assert "not checked: plugins/filter/f.py::g | x" in out
