@@ -117,7 +117,7 @@ def small_matrix(tmp_path, arms, **extra):
     base = {
         "sglang_benchmark_arms": arms,
         "sglang_benchmark_concurrency": [1],
-        "sglang_benchmark_repeats": 2,
+        "sglang_benchmark_repeats": 1,  # one run per visit: the lab proves the flow, tests/unit the statistics
         "sglang_benchmark_warmup_runs": 0,
         "sglang_benchmark_num_prompts": 4,
         "sglang_benchmark_input_len": 64,
