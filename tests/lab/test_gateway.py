@@ -436,6 +436,10 @@ def test_a_new_config_that_cannot_start_is_rolled_back_and_rejoins_while_the_oth
     assert code != 0 and ct101_changed(out)[1] == 1, out[-3000:]
     assert "the restart failed at" in flat and "sglang.service is failed" in flat, out[-3000:]
     assert "Rollback: done" in flat and "error while attempting to bind" in flat, out[-3000:]
+    # the rollout's summary: which replica runs which config (here the one replica of the play, rolled back)
+    assert re.search(r"the rollout stopped at ct101 \(its failure is above\)\. Which replica runs which config: "
+                     r"ct101: FAILED in this run; rollback: done: .*; last manifest: args [0-9a-f]{10}, SGLang "
+                     r"[0-9a-f]{12} \(rollback, [0-9T:-]{19}\), written by this run", flat), out[-3000:]
     assert load.failed() == [], load.failed()[:5]
     assert gateway_faults() == faults, "the gateway retried requests or saw worker errors during the rollback"
     assert min(watch.healthy_counts()) >= 2, watch.seen
