@@ -41,7 +41,11 @@ def read_manifest(result):
         msg = result.get("msg") or "?"
         if "not found" in msg or "No such file" in msg:
             return host, None, ""
-        return host, None, msg
+        # a module that could not run (a container that does not exist, under pipelining) says why on stderr
+        detail = result.get("module_stderr") or result.get("stderr") or ""
+        if detail:
+            msg = "%s: %s" % (msg.split("\n", 1)[0], detail)
+        return host, None, " ".join(msg.split())[:300]
     try:
         manifest = json.loads(base64.b64decode(result["content"]).decode("utf-8"))
     except (ValueError, TypeError) as exc:

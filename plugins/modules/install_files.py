@@ -115,8 +115,7 @@ def _make_parents(module, directory, owner, group):
 
 def install(module, files, owner, group):
     """Writes what differs; returns the paths that changed (or would, in check mode)."""
-    changed = []
-    for item in files:
+    for item in files:  # every item checked before the first is written
         path, mode = item["path"], item["mode"]
         if not os.path.isabs(path):
             module.fail_json(msg="install_files: path must be absolute, got %r" % path)
@@ -125,6 +124,9 @@ def install(module, files, owner, group):
         except ValueError:
             module.fail_json(msg="install_files: mode of %s must be an octal string such as '0644', got %r"
                              % (path, mode))
+    changed = []
+    for item in files:
+        path, mode = item["path"], item["mode"]
         want = to_bytes(item["content"], errors="surrogate_or_strict")
         if _read(path) != want:
             changed.append(path)

@@ -58,6 +58,8 @@ def test_missing_unreadable_and_unreachable_manifests_are_named_not_guessed():
         {"item": "ct101", "failed": True, "msg": "file not found: /var/lib/gpuserve/sglang-manifest.json"},
         {"item": "ct102", "failed": True, "msg": "permission denied"},
         {"item": "ct103", "unreachable": True, "msg": "CT 103 does not exist"},
+        {"item": "ct106", "failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error",
+         "module_stderr": "Configuration file 'nodes/lab-pve/lxc/106.conf'\n does not exist", "rc": 255},
         {"item": "ct104", "content": base64.b64encode(b"{half").decode()},
         {"item": "ct105", "content": base64.b64encode(b"[1]").decode()},
     ]
@@ -66,8 +68,10 @@ def test_missing_unreadable_and_unreachable_manifests_are_named_not_guessed():
     assert lines[1] == ("ct102: not reached (the rollout stopped first); its manifest could not be read: "
                         "permission denied")
     assert lines[2].endswith("could not be read: unreachable: CT 103 does not exist")
-    assert "could not be read: not JSON" in lines[3]
-    assert lines[4].endswith("could not be read: not a JSON object")
+    assert "could not be read: not JSON" in lines[4]
+    assert lines[5].endswith("could not be read: not a JSON object")
+    assert lines[3].endswith("could not be read: MODULE FAILURE: Configuration file 'nodes/lab-pve/lxc/106.conf' "
+                             "does not exist")
 
 
 def test_a_manifest_without_a_run_or_from_another_run_is_never_this_run():

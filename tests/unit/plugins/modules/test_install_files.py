@@ -74,8 +74,10 @@ def test_a_content_without_its_trailing_newline_is_a_change(tmp_path, capsys):
      "install_files: mode of /tmp/x must be an octal string such as '0644', got 'rw-r--r--'"),
 ])
 def test_bad_input_fails_before_anything_is_written(tmp_path, capsys, item, msg):
-    code, out = run_module(capsys, [item])
+    first = tmp_path / "first"
+    code, out = run_module(capsys, [dict(path=str(first), content="a\n"), item])
     assert code == 1 and out["failed"] is True and out["msg"] == msg
+    assert not first.exists()  # the good item before the bad one was not written either
 
 
 def test_an_os_error_fails_with_its_reason(tmp_path, capsys):
