@@ -7,7 +7,8 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - sets the environment SGLang's engine sets before it spawns (engine.py `_set_envs_and_config`), then spawns
   one scheduler process per TP rank with multiprocessing 'spawn' (so the venv's .pth NCCL hook runs in each),
   plus a detokenizer; each rank renames itself `sglang::scheduler_TP<rank>` (cmdline and comm, as
-  setproctitle does), opens /dev/nvidia<gpu>, /dev/nvidiactl and /dev/nvidia-uvm and holds them (the lab's
+  setproctitle does), opens the device node of its CUDA device (the rank's ordinal among the /dev/nvidiaN the
+  container has, by minor), /dev/nvidiactl and /dev/nvidia-uvm and holds them (the lab's
   nvidia-smi stand-in counts that as GPU memory), and dies with its parent (SGLang's kill_itself_when_parent_died)
   unless GPUSIM_ORPHAN_WORKERS=1 (to exercise straggler cleanup);
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
@@ -125,19 +126,29 @@ def gpu_for_rank(rank, base):
     return base + rank
 
 
+def device_for_ordinal(ordinal, dev_dir):
+    """The device node of CUDA device `ordinal`: CUDA numbers the GPUs it can see from 0, so in a container that
+    is passed /dev/nvidia4..7 ordinal 0 is nvidia4. SIMULATED order: by device minor (CUDA's is by PCI bus id)."""
+    try:
+        minors = sorted(int(n[6:]) for n in os.listdir(dev_dir) if n.startswith("nvidia") and n[6:].isdigit())
+    except OSError:
+        minors = []
+    return "nvidia%d" % (minors[ordinal] if ordinal < len(minors) else ordinal)
+
+
 def scheduler_main(rank, tp_size, base_gpu_id, dev_dir, ready):
     if os.environ.get("GPUSIM_ORPHAN_WORKERS") != "1":
         die_with_parent()
     set_proctitle("sglang::scheduler_TP%d" % rank if tp_size > 1 else "sglang::scheduler")
-    gpu = gpu_for_rank(rank, base_gpu_id)
+    device = device_for_ordinal(gpu_for_rank(rank, base_gpu_id), dev_dir)
     held = []
-    for name in ("nvidia%d" % gpu, "nvidiactl", "nvidia-uvm"):
+    for name in (device, "nvidiactl", "nvidia-uvm"):
         path = os.path.join(dev_dir, name)
         try:
             held.append(open(path, "rb"))
         except OSError as e:
             print("scheduler TP%d: cannot open %s: %s" % (rank, path, e), file=sys.stderr, flush=True)
-            if name.startswith("nvidia%d" % gpu):
+            if name == device:
                 sys.exit(1)
     ready.set()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
