@@ -1,0 +1,203 @@
+"""The fleet (issue 14, items 3-5): two replicas deployed by playbooks/deploy_eagle3.yml behind the real SMG 1.13.0,
+rolled one at a time under a bounded load.
+
+Inventory: inventory/lab with tests/lab/fleet/hosts.yml laid over it. CT 101 owns SIMULATED GPUs 0-3 and CT 102
+GPUs 4-7 (tp 4 each, derived from gpuserve_gpus), both on the lab's host-only bridge (10.66.0.101, .102) and
+listening there; the gateway runs in CT 100 (10.66.0.100). The module's fixture makes CT 100, deploys the gateway
+with no worker, then deploys the fleet from the lab's state as a user would: CT 101 is re-provisioned (its GPUs
+and net0 change, so it restarts), CT 102 is created through fakepve's API and deployed whole, and each registers
+itself with the gateway. Afterwards CT 102 and CT 100 are destroyed and CT 101 is put back (no net0, all 8 GPUs,
+the lab's settings) by one deploy with inventory/lab. Needs `lab/lab up`.
+"""
+import datetime
+import json
+import re
+import time
+
+import pytest
+
+from gatewayutil import LAB, Load, Watch, gateway_container, gateway_faults, key, latency_summary, run, workers
+from labutil import LAB_MARKS, finish, playbook, wait_for
+
+pytestmark = LAB_MARKS
+
+FLEET = "tests/lab/fleet/hosts.yml"
+REPLICAS = {"ct101": ("101", "http://10.66.0.101:30000"), "ct102": ("102", "http://10.66.0.102:30000")}
+MANIFEST = "/var/lib/gpuserve/sglang-manifest.json"
+
+
+def in_replica(name, *argv):
+    return run("/usr/sbin/pct", "exec", REPLICAS[name][0], "--", *argv).stdout
+
+
+def manifest(name):
+    return json.loads(in_replica(name, "cat", MANIFEST))
+
+
+def served_argv(name):
+    return json.loads(in_replica(name, "cat", "/etc/gpuserve/sglang.args"))["argv"]
+
+
+def arg(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def main_pid(name):
+    return in_replica(name, "systemctl", "show", "-p", "MainPID", "--value", "sglang").strip()
+
+
+def deploy_fleet(*extra, **evars):
+    """deploy_eagle3.yml on the fleet; extra vars fleet_changes (every replica) and fleet_ct102_changes."""
+    argv = ["-i", FLEET] + (["-e", json.dumps(evars)] if evars else []) + list(extra)
+    code, out = finish(playbook("playbooks/deploy_eagle3.yml", *argv), limit=1800)
+    assert key() not in out, "the control-plane key reached the playbook's output"
+    return code, out
+
+
+def first_failure(out):
+    """The output from the first failed task on (the rollout summary at the end would hide it), or the tail."""
+    at = out.find("fatal: [")
+    return out[max(0, at - 1500):at + 3000] if at >= 0 else out[-4000:]
+
+
+def recap(out, host):
+    """(changed, failed) of host in the play recap."""
+    found = re.findall(r"^%s\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)" % host, out, re.M)
+    assert found, out[-3000:]
+    return int(found[-1][0]), int(found[-1][1])
+
+
+def epoch(iso):
+    """A manifest time (UTC, written without its zone by now(utc=true)) as epoch seconds."""
+    return datetime.datetime.fromisoformat(iso).replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def restart_window(m):
+    """(stopped, ready) epoch seconds of a manifest's restart: when the server stopped and when it answered again."""
+    begin = epoch(m["times"]["begin"])
+    stopped = begin + float(m["times"]["validate_and_stop_s"])
+    return stopped, stopped + float(m["times"]["release_and_gate_s"]) + float(m["times"]["start_to_ready_s"])
+
+
+def all_healthy():
+    listed = workers()
+    return all(listed.get(url, {}).get("status") == "ready" and listed[url].get("is_healthy") is True
+               for _vmid, url in REPLICAS.values())
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_up):
+    with gateway_container():
+        code, out = finish(playbook("playbooks/gateway.yml", "-i", FLEET, "-e", '{"sglang_gateway_workers": []}'),
+                           limit=600)
+        assert code == 0, out[-4000:]
+        try:
+            code, out = deploy_fleet()
+            assert code == 0, first_failure(out)
+            yield out
+        finally:
+            run(LAB, "ct-destroy", "102", check=False)
+            run("/usr/sbin/pct", "set", "101", "--delete", "net0", check=False)
+            code, out = finish(playbook("playbooks/deploy_eagle3.yml"), limit=900)
+            assert code == 0, "putting CT 101 back failed: " + out[-4000:]
+
+
+def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(fleet):
+    assert recap(fleet, "ct102")[0] > 0 and recap(fleet, "ct101")[0] > 0
+    listed = workers()
+    assert sorted(listed) == sorted(url for _vmid, url in REPLICAS.values())
+    for name, (_vmid, url) in REPLICAS.items():
+        assert listed[url]["status"] == "ready" and listed[url]["is_healthy"] is True, listed[url]
+        assert listed[url]["labels"]["replica"] == name
+        assert arg(served_argv(name), "--tp-size") == "4" and arg(served_argv(name), "--host") == "0.0.0.0"
+    # each gate waited on its own GPUs only (nvidia-smi indexes; the lab's mapping is the identity here)
+    assert sorted(manifest("ct101")["gate"]["clear_at_s"]) == ["0", "1", "2", "3"]
+    assert sorted(manifest("ct102")["gate"]["clear_at_s"]) == ["4", "5", "6", "7"]
+    for vmid, gpus in (("101", "0 1 2 3"), ("102", "4 5 6 7")):
+        conf = run("/usr/sbin/pct", "config", vmid).stdout
+        assert sorted(re.findall(r"^dev\d+: (?:path=)?/dev/nvidia(\d+)\b", conf, re.M), key=int) == gpus.split(), conf
+
+
+def test_a_change_rolls_across_both_replicas_one_at_a_time_with_no_failed_request(fleet):
+    faults = gateway_faults()
+    with Watch() as watch, Load(count=2400) as load:  # 4 requests/s for at most 10 minutes, ends at exit
+        time.sleep(5)  # latencies before the rollout
+        code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.8})
+        time.sleep(2)
+    assert code == 0, first_failure(out)
+    assert recap(out, "ct101")[0] > 0 and recap(out, "ct102")[0] > 0
+    assert load.failed() == [], load.failed()[:5]
+    assert gateway_faults() == faults, "the gateway retried requests or saw worker errors during the rollout"
+    # at every look the gateway had a healthy replica to route to, and each replica was out at some point
+    assert watch.healthy_counts() and min(watch.healthy_counts()) >= 1, watch.seen
+    first, second = manifest("ct101"), manifest("ct102")
+    assert first["times"]["done"] <= second["times"]["begin"], "the replicas restarted at the same time"
+    for name, m in (("ct101", first), ("ct102", second)):
+        url = REPLICAS[name][1]
+        stopped, ready = restart_window(m)
+        out_at = watch.out_times(url)
+        assert out_at and min(out_at) < stopped, (name, out_at[:3], stopped)
+        for r in load.to(url):  # nothing routed to a replica was in flight across its restart
+            assert r["ended"] <= stopped or r["began"] >= ready, (name, r, stopped, ready)
+        assert any(r["began"] >= ready for r in load.to(url)), "%s served nothing after it came back" % name
+        assert arg(served_argv(name), "--mem-fraction-static") == "0.8"
+    assert all_healthy(), workers()
+    t0, t1 = epoch(first["times"]["begin"]), epoch(second["times"]["done"])
+    before = latency_summary([r for r in load.results if r["ended"] < t0])
+    during = latency_summary([r for r in load.results if r["began"] >= t0 and r["ended"] <= t1])
+    assert before[0] and during[0], (before, during)  # requests before and during the rollout to compare
+    counts = (len(load.to(REPLICAS["ct101"][1])), len(load.to(REPLICAS["ct102"][1])))
+    print("FLEET ROLLOUT requests=%d failed=0 rollout_s=%.1f before: n=%d p50=%.3f p99=%.3f during: n=%d p50=%.3f "
+          "p99=%.3f to_ct101=%d to_ct102=%d" % ((len(load.results), t1 - t0) + before + during + counts))
+
+
+def test_a_rerun_changes_nothing_on_the_replicas_or_at_the_gateway(fleet):
+    ids = {url: w["id"] for url, w in workers().items()}
+    pids = {name: main_pid(name) for name in REPLICAS}
+    code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.8})
+    assert code == 0 and recap(out, "ct101") == (0, 0) and recap(out, "ct102") == (0, 0), out[-3000:]
+    assert {url: w["id"] for url, w in workers().items()} == ids
+    assert {name: main_pid(name) for name in REPLICAS} == pids
+
+
+def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_serves(fleet):
+    wait_for(all_healthy, 60, "both replicas ready and healthy at the gateway")
+    faults, before = gateway_faults(), served_argv("ct102")
+    with Watch() as watch, Load(count=2400) as load:
+        # SGLang accepts the address; CT 102 has no such address, so its bind fails after the stop
+        code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.75},
+                                 fleet_ct102_changes={"host": "192.0.2.1"})
+        time.sleep(2)
+    flat = " ".join(out.split())
+    assert code != 0 and recap(out, "ct101")[1] == 0 and recap(out, "ct102")[1] == 1, out[-3000:]
+    assert "Rollback: done" in flat and "error while attempting to bind" in flat, out[-3000:]
+    assert re.search(r"the rollout stopped at ct102 \(its failure is above\)\. Which replica runs which config: "
+                     r"ct101: updated in this run; serves args [0-9a-f]{10}, SGLang [0-9a-f]{12} \(deploy, [^)]+\) \| "
+                     r"ct102: FAILED in this run; rollback: done: .*; last manifest: args [0-9a-f]{10}, SGLang "
+                     r"[0-9a-f]{12} \(rollback, [^)]+\), written by this run", flat), out[-3000:]
+    assert load.failed() == [], load.failed()[:5]
+    assert gateway_faults() == faults, "the gateway retried requests or saw worker errors during the rollback"
+    assert min(watch.healthy_counts()) >= 1, watch.seen
+    wait_for(all_healthy, 60, "CT 102 back, ready and healthy at the gateway")
+    # replica 1 runs the new config; replica 2 its last verified one, verified by the same lifecycle
+    assert arg(served_argv("ct101"), "--mem-fraction-static") == "0.75"
+    m = manifest("ct102")
+    assert m["phase"] == "rollback" and m["gate"]["passed"] is True and m["env_proof"]["ok"] is True, m
+    assert served_argv("ct102") == before and "192.0.2.1" not in m["argv"]
+
+
+def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(fleet):
+    wait_for(all_healthy, 60, "both replicas ready and healthy at the gateway")
+    pids, manifests = {n: main_pid(n) for n in REPLICAS}, {n: in_replica(n, "cat", MANIFEST) for n in REPLICAS}
+    ids = {url: w["id"] for url, w in workers().items()}
+    code, out = deploy_fleet("-e", '{"sglang_server_gateway_keep_healthy": 2}',
+                             fleet_changes={"mem_fraction_static": 0.7})
+    flat = " ".join(out.split())
+    assert code != 0 and recap(out, "ct101")[1] == 1, out[-3000:]
+    assert ("not taking %s out of the gateway: 1 other worker(s) are ready and healthy" % REPLICAS["ct101"][1]) in flat
+    assert "keep_healthy asks for 2; nothing was changed" in flat and "Rollback: not needed" in flat
+    assert "ct102: not reached (the rollout stopped first)" in flat, out[-3000:]
+    # nothing stopped, nothing re-registered, and CT 102 was not touched
+    assert {n: main_pid(n) for n in REPLICAS} == pids
+    assert {n: in_replica(n, "cat", MANIFEST) for n in REPLICAS} == manifests
+    assert {url: w["id"] for url, w in workers().items()} == ids
