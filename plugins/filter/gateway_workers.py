@@ -6,17 +6,15 @@ gateway role registers this list, and each replica finds its own entry in it whe
 
 from ansible.errors import AnsibleFilterError
 
-
-def normalize(url):
-    """A worker URL as the gateway role and smg_worker compare it: no surrounding space, no trailing slash."""
-    return url.strip().rstrip("/") if isinstance(url, str) else url
+from ansible_collections.gpuserve.sglang.plugins.module_utils._smg import normalize_url
 
 
 def gateway_worker_entry(workers, url):
-    """The entry of workers (sglang_gateway_workers) for url, both normalized; {} when none."""
-    want = normalize(url)
+    """The entry of workers (sglang_gateway_workers) for url, both normalized as smg_worker compares them; {} when
+    none."""
+    want = normalize_url(url)
     for entry in workers or []:
-        if isinstance(entry, dict) and normalize(entry.get("url")) == want:
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str) and normalize_url(entry["url"]) == want:
             return entry
     return {}
 
@@ -28,7 +26,7 @@ def gateway_workers(names, hostvars):
         url = hostvars[name].get("sglang_server_gateway_worker_url") or ""
         if not isinstance(url, str):
             raise AnsibleFilterError("%s: sglang_server_gateway_worker_url must be a URL string, got %r" % (name, url))
-        url = normalize(url)
+        url = normalize_url(url)
         if not url:
             continue
         if url in seen:
