@@ -4,21 +4,25 @@
 SIMULATED: this is not Proxmox. fakepve answers every call as PVE 9 does (its schema checks every request,
 its errors are PVE's wording), but it keeps its guests in memory. This launcher
 
-- serves it with the lab's node, storages and Debian template, root@pam with a generated password and one API
+- serves it with the lab's nodes (the first, --node, and every --other-node NAME=CONFDIR: one API for the cluster,
+  as PVE's on any node), storages and Debian template, root@pam with a generated password and one API
   token, a self-signed certificate that clients use as their CA (no TLS checks switched off);
 - runs the lab's real container operations from inside fakepve's own tasks: a successful vzcreate, vzdestroy,
   vzstart, vzstop/vzshutdown or vzreboot task calls `lab/lab ct-create|ct-destroy|ct-start|ct-stop VMID`; when the
   script fails, the task ends in `TASK ERROR` and fakepve's view is rolled back, so the two never disagree;
-- writes every container's config, as PVE's /etc/pve/lxc/VMID.conf would read, to STATE/lxc/VMID.conf before each
-  hook (the lab turns mp0 and devN into its own bind mounts from it), and keeps the guests in STATE/guests.json
-  across restarts, dropping those whose real container is gone;
+- writes every container's config, as PVE's /etc/pve/nodes/NODE/lxc/VMID.conf would read, to its node's conf dir
+  (STATE/lxc/VMID.conf on the first node) before each hook, which it runs with GPUSERVE_PVE_NODE=NODE (the lab turns
+  mp0 and devN into its own bind mounts from it), and keeps the guests and their nodes in STATE/guests.json across
+  restarts, dropping those whose real container is gone;
 - seeds an existing real container (VMID 101 by default) that fakepve does not know yet;
 - answers an admin socket (STATE/admin.sock, root only) for fault injection and permissions: a locked container,
   a task that ends in error, a slow task, a request that gets no answer for a while, a grant (which turns fakepve's permission checks on);
 - plays the node's `pct config|set|status|reboot` against the API as root@pam, which is what pct on a real node
-  amounts to (the lab's /usr/sbin/pct can hand those subcommands to `pve_api.py pct`).
+  amounts to (the lab's /usr/sbin/pct can hand those subcommands to `pve_api.py pct`); the node is the one
+  GPUSERVE_LAB_NODE names, else the first.
 
     pve_api.py start  --state-dir DIR [--port 8006] [--host 127.0.0.1] [--node lab-pve]
+                      [--other-node NAME=CONFDIR ...]
     pve_api.py stop   --state-dir DIR
     pve_api.py status --state-dir DIR
     pve_api.py fault  --state-dir DIR lock VMID [--lock backup] | unlock VMID | task-error METHOD PATH [...]
@@ -181,7 +185,11 @@ def make_server(args, creds):
     from aiohttp import web
 
     p = paths(args.state_dir)
+    conf_dirs = node_conf_dirs(args)
     hook_script = None if args.no_hooks else (args.lab_script if os.access(args.lab_script, os.X_OK) else None)
+
+    def conf_path(ct):
+        return os.path.join(conf_dirs[ct.node], '{0}.conf'.format(ct.vmid))
 
     class LabPve(FakePve):
         """fakepve whose container tasks also move the lab's real container."""
@@ -198,11 +206,10 @@ def make_server(args, creds):
 
         async def _run_hook(self, ct, commands, record):
             self.write_conf(ct)
-            conf = os.path.join(p['lxc'], '{0}.conf'.format(ct.vmid))
             if hook_script is None:
                 record['log'].append('lab: no executable {0}: fakepve only, no real container'.format(args.lab_script))
                 return
-            env = dict(os.environ, GPUSERVE_PVE_CONF=conf, GPUSERVE_PVE_NODE=args.node)
+            env = dict(os.environ, GPUSERVE_PVE_CONF=conf_path(ct), GPUSERVE_PVE_NODE=ct.node)
             for cmd in commands:
                 argv = [hook_script, cmd, str(ct.vmid)]
                 proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
@@ -280,16 +287,21 @@ def make_server(args, creds):
                 self.persist()
 
         def write_conf(self, ct):
-            os.makedirs(p['lxc'], exist_ok=True)
+            """The CT's config in its node's conf dir (only there: a CT lives on one node)."""
+            path = conf_path(ct)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             text = pve_conf(ct)
-            path = os.path.join(p['lxc'], '{0}.conf'.format(ct.vmid))
             with open(path, 'w') as out:
                 out.write(text)
+            for node, directory in conf_dirs.items():
+                if node != ct.node and os.path.exists(os.path.join(directory, '{0}.conf'.format(ct.vmid))):
+                    os.unlink(os.path.join(directory, '{0}.conf'.format(ct.vmid)))
             self.__dict__.setdefault('_written', {})[ct.vmid] = text
 
         async def sync_from_disk(self):
-            """STATE/lxc is the lab's /etc/pve/lxc: the lab's pct edits it and starts/stops the real container
-            itself. Take what changed there (config, new or vanished containers, run state) before answering.
+            """The nodes' conf dirs are the lab's /etc/pve/nodes/NODE/lxc: the lab's pct edits them and
+            starts/stops the real container itself. Take what changed there (config, new or vanished containers,
+            run state, the node whose dir has the file) before answering.
             Containers a task is moving are left alone, and so is one whose lxc-info does not answer in time."""
             if args.no_hooks or self.__dict__.get('_syncing'):
                 return
@@ -308,21 +320,17 @@ def make_server(args, creds):
 
         async def _sync_from_disk(self):
             written = self.__dict__.setdefault('_written', {})
-            on_disk = {}
-            if os.path.isdir(p['lxc']):
-                for name in os.listdir(p['lxc']):
-                    if name.endswith('.conf') and name[:-5].isdigit():
-                        with open(os.path.join(p['lxc'], name)) as src:
-                            on_disk[int(name[:-5])] = src.read()
+            on_disk = read_conf_dirs(conf_dirs)  # vmid: (node, text)
             cts = [ct for ct in self.cts if not self._busy(ct.vmid)]  # a task is moving the others right now
             states = await asyncio.gather(*(real_ct_state_async(ct.vmid) for ct in cts))
             for ct, real in zip(cts, states):
                 if real == UNKNOWN or self._busy(ct.vmid) or ct not in self.cts:
                     continue  # no answer in time, or a task took it meanwhile: next request's sync
-                text = on_disk.get(ct.vmid)
+                node, text = on_disk.get(ct.vmid, (ct.node, None))
                 if text is None and real is None:
                     self._drop(ct)
                     continue
+                ct.node = node
                 if text is not None and text != written.get(ct.vmid):
                     ct.config = parse_conf(text)
                     ct.pending = {}
@@ -331,7 +339,7 @@ def make_server(args, creds):
                     ct.status = real
                     ct.pid = next(self._ct_pids) if real == 'running' else None
                     ct.started_at = time.time() if real == 'running' else None
-            for vmid, text in on_disk.items():
+            for vmid, (node, text) in on_disk.items():
                 if self.ct(vmid) is not None or self._busy(vmid):
                     continue
                 real = await real_ct_state_async(vmid)
@@ -339,7 +347,7 @@ def make_server(args, creds):
                     continue
                 cfg = parse_conf(text)
                 cfg['tags'] = ';'.join(sorted(set(filter(None, str(cfg.get('tags', '')).split(';'))) | {'gpuserve'}))
-                self.add_ct(vmid, node=args.node, status=real, config=cfg, defaults=False)
+                self.add_ct(vmid, node=node, status=real, config=cfg, defaults=False)
                 self.write_conf(self.ct(vmid))
 
         @web.middleware
@@ -354,18 +362,20 @@ def make_server(args, creds):
             with open(tmp, 'w') as out:
                 json.dump(data, out, indent=1, sort_keys=True)
             os.replace(tmp, p['guests'])
-            os.makedirs(p['lxc'], exist_ok=True)
+            for directory in conf_dirs.values():
+                os.makedirs(directory, exist_ok=True)
             known = set()
             for ct in self.cts:
-                known.add('{0}.conf'.format(ct.vmid))
+                known.add(conf_path(ct))
                 self.write_conf(ct)
-            for name in os.listdir(p['lxc']):
-                if name.endswith('.conf') and name not in known:
-                    os.unlink(os.path.join(p['lxc'], name))
+            for directory in conf_dirs.values():
+                for name in os.listdir(directory):
+                    if name.endswith('.conf') and os.path.join(directory, name) not in known:
+                        os.unlink(os.path.join(directory, name))
 
     pve = LabPve(user='root@pam', password=creds['api_password'], host=args.host, port=args.port)
     pve.time_scale = args.time_scale
-    pve.nodes = {args.node: {'online': True}}
+    pve.nodes = {node: {'online': True} for node in conf_dirs}
     pve.cluster_name = 'gpuserve-lab'
     # community.proxmox and proxmoxer name a token by its user (api_user) and its name (api_token_id).
     pve.apitokens['{0}!{1}'.format(creds['api_user'], creds['api_token_id'])] = creds['api_token_secret']
@@ -376,9 +386,34 @@ def make_server(args, creds):
     return pve
 
 
+def node_conf_dirs(args):
+    """{node: its conf dir}: the first node's is STATE/lxc, the others' come from --other-node NAME=CONFDIR."""
+    dirs = {args.node: paths(args.state_dir)['lxc']}
+    for item in args.other_node or ():
+        name, sep, directory = item.partition('=')
+        if not (sep and name and directory) or name in dirs:
+            raise SystemExit('--other-node {0!r}: want NAME=CONFDIR, a node other than {1}'.format(item, sorted(dirs)))
+        dirs[name] = os.path.abspath(directory)
+    return dirs
+
+
+def read_conf_dirs(conf_dirs):
+    """{vmid: (node, text)} of the config files in the nodes' conf dirs (a vmid is unique in the cluster: the first
+    node listing one keeps it)."""
+    found = {}
+    for node, directory in conf_dirs.items():
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            if name.endswith('.conf') and name[:-5].isdigit() and int(name[:-5]) not in found:
+                with open(os.path.join(directory, name)) as src:
+                    found[int(name[:-5])] = (node, src.read())
+    return found
+
+
 def restore_guests(pve, args):
     """Guests from the last run that still exist (config file or real container; all without hooks), then seeds."""
-    p = paths(args.state_dir)
+    p, conf_dirs = paths(args.state_dir), node_conf_dirs(args)
     try:
         with open(p['guests']) as src:
             saved = json.load(src)
@@ -386,25 +421,30 @@ def restore_guests(pve, args):
         saved = {}
     hooks = not args.no_hooks and os.access(args.lab_script, os.X_OK)
     for vmid, item in sorted(saved.items(), key=lambda kv: int(kv[0])):
-        real = real_ct_state(vmid)
-        # STATE/lxc is the lab's /etc/pve/lxc: lab/lab ct-destroy removes the file, so a guest with neither a
-        # config file nor a real container is gone.
-        if hooks and real is None and not os.path.exists(os.path.join(p['lxc'], '{0}.conf'.format(vmid))):
+        node = item.get('node') or args.node
+        if node not in conf_dirs:
+            print('lab: CT {0} was on node {1}, which this fakepve does not serve: left out'.format(vmid, node),
+                  flush=True)
             continue
-        ct = pve.add_ct(int(vmid), node=args.node, status=real or item.get('status', 'stopped'),
+        real = real_ct_state(vmid)
+        # The conf dirs are the lab's /etc/pve/nodes/NODE/lxc: lab/lab ct-destroy removes the file, so a guest with
+        # neither a config file nor a real container is gone.
+        if hooks and real is None and not os.path.exists(os.path.join(conf_dirs[node], '{0}.conf'.format(vmid))):
+            continue
+        ct = pve.add_ct(int(vmid), node=node, status=real or item.get('status', 'stopped'),
                         config=item['config'], pending=item.get('pending'), defaults=False)
         ct.config.pop('lock', None)
+    on_disk = read_conf_dirs(conf_dirs)
     for vmid in args.seed:
         real = real_ct_state(vmid)
         if real is None or pve.ct(vmid) is not None:
             continue
-        conf = os.path.join(p['lxc'], '{0}.conf'.format(vmid))
-        if os.path.exists(conf):
+        if vmid in on_disk:
             # The lab wrote its own /etc/pve-style config when it made the container: that is the truth.
-            with open(conf) as src:
-                cfg = parse_conf(src.read())
+            node, text = on_disk[vmid]
+            cfg = parse_conf(text)
             cfg['tags'] = ';'.join(sorted(set(filter(None, str(cfg.get('tags', '')).split(';'))) | {'gpuserve'}))
-            pve.add_ct(vmid, node=args.node, status=real, config=cfg, defaults=False)
+            pve.add_ct(vmid, node=node, status=real, config=cfg, defaults=False)
             continue
         pve.add_ct(vmid, node=args.node, status=real, config={
             'hostname': 'ct{0}'.format(vmid), 'ostype': 'debian', 'arch': 'amd64', 'cores': 2, 'memory': 2048,
@@ -432,8 +472,8 @@ class Admin(object):
         if op == 'ping':
             return {'ok': True, 'url': pve.url}
         if op == 'state':
-            return {'cts': {str(ct.vmid): {'status': ct.status, 'config': ct.config, 'pending': ct.pending}
-                            for ct in pve.cts},
+            return {'cts': {str(ct.vmid): {'node': ct.node, 'status': ct.status, 'config': ct.config,
+                                           'pending': ct.pending} for ct in pve.cts},
                     'tasks': [dict((k, v) for k, v in t.items()) for t in pve.tasklog[-int(req.get('tasks', 20)):]],
                     'acl': None if pve.acl is None else {u: [[p, sorted(s)] for p, s in e] for u, e in pve.acl.items()},
                     'failures': ['{0} {1}'.format(*k) for k in pve.failures], 'time_scale': pve.time_scale}
@@ -533,8 +573,8 @@ async def serve(args):
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print('fakepve (SIMULATED PVE API) listening on {0}, node {1}, hooks: {2}'.format(
-        pve.url, args.node, 'off' if args.no_hooks else args.lab_script), flush=True)
+    print('fakepve (SIMULATED PVE API) listening on {0}, nodes {1}, hooks: {2}'.format(
+        pve.url, ', '.join(sorted(pve.nodes)), 'off' if args.no_hooks else args.lab_script), flush=True)
     await stop.wait()
     server.close()
     pve.persist()
@@ -601,6 +641,7 @@ def cmd_start(args):
     if pid:
         print('fakepve already running (pid {0}); credentials in {1}'.format(pid, p['creds']))
         return 0
+    node_conf_dirs(args)  # a bad --other-node fails here, not in the server
     creds = credentials(args.state_dir, args.host, args.port, args.node)
     if not (os.path.exists(p['cert']) and os.path.exists(p['key'])):
         from fakepve.certs import make_cert
@@ -608,6 +649,8 @@ def cmd_start(args):
     argv = [sys.executable, os.path.abspath(__file__), 'serve', '--state-dir', args.state_dir, '--host', args.host,
             '--port', str(args.port), '--node', args.node, '--time-scale', str(args.time_scale),
             '--lab-script', args.lab_script] + (['--no-hooks'] if args.no_hooks else [])
+    for item in args.other_node or ():
+        argv += ['--other-node', item]
     for vmid in args.seed:
         argv += ['--seed', str(vmid)]
     with open(p['log'], 'ab') as log:
@@ -624,8 +667,8 @@ def cmd_start(args):
                   file=sys.stderr)
             return 1
         if tls_ready(args.host, args.port, p['cert']) and os.path.exists(p['sock']):
-            print('fakepve (SIMULATED PVE API) on https://{0}:{1} node {2}, pid {3}; credentials in {4}'.format(
-                args.host, args.port, args.node, proc.pid, p['creds']))
+            print('fakepve (SIMULATED PVE API) on https://{0}:{1} nodes {2}, pid {3}; credentials in {4}'.format(
+                args.host, args.port, ', '.join(node_conf_dirs(args)), proc.pid, p['creds']))
             return 0
         time.sleep(0.1)
     print('fakepve did not answer on {0}:{1} within {2}s; see {3}'.format(args.host, args.port, START_WAIT, p['log']),
@@ -664,8 +707,9 @@ def cmd_status(args):
     print('fakepve (SIMULATED PVE API): pid {0}, https://{1}:{2}, node {3}'.format(
         pid, creds['api_host'], creds['api_port'], creds['node']))
     for vmid, ct in sorted(state['cts'].items()):
-        print('  CT {0}: {1}{2}'.format(vmid, ct['status'], ' (locked: {0})'.format(ct['config']['lock'])
-                                       if ct['config'].get('lock') else ''))
+        where = '' if ct['node'] == creds['node'] else ' (node {0})'.format(ct['node'])
+        lock = ' (locked: {0})'.format(ct['config']['lock']) if ct['config'].get('lock') else ''
+        print('  CT {0}: {1}{2}{3}'.format(vmid, ct['status'], where, lock))
     return 0
 
 
@@ -701,10 +745,12 @@ def cmd_grant(args):
 
 
 def api(state_dir):
+    """The API as root@pam, and the node pct runs on: GPUSERVE_LAB_NODE (the second node's sshd sets it), else the
+    first node."""
     from proxmoxer import ProxmoxAPI
     creds = load_credentials(state_dir)
     return ProxmoxAPI(creds['api_host'], port=creds['api_port'], user='root@pam', password=creds['api_password'],
-                      verify_ssl=creds['ca_path'], timeout=30), creds['node']
+                      verify_ssl=creds['ca_path'], timeout=30), os.environ.get('GPUSERVE_LAB_NODE') or creds['node']
 
 
 def wait_task(prox, node, upid, timeout=300):
@@ -775,7 +821,9 @@ def main(argv=None):
         sp = add(name)
         sp.add_argument('--host', default='127.0.0.1')
         sp.add_argument('--port', type=int, default=8006)
-        sp.add_argument('--node', default='lab-pve')
+        sp.add_argument('--node', default='lab-pve', help='the first node (its conf dir: STATE/lxc)')
+        sp.add_argument('--other-node', action='append', metavar='NAME=CONFDIR',
+                        help="another node of the cluster and its conf dir (PVE's /etc/pve/nodes/NAME/lxc)")
         # Above 0, tasks run after the request returns (as in PVE): the lab's container hooks take seconds and
         # clients wait for the UPID with short timeouts. Task durations are 0 PVE seconds unless a fault says so.
         sp.add_argument('--time-scale', type=float, default=0.01,

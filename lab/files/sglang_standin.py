@@ -25,15 +25,60 @@ Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (defa
 Speculative decoding (--speculative-algorithm set): each verify step emits on average GPUSIM_SPEC_ACCEPT_LENGTH
 tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode steps (default 1.5);
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
+
+Multi-node (SIMULATED; one server, tensor parallel over N nodes, as SGLang 0.5.23 runs it with `--nnodes N
+--node-rank i --dist-init-addr HOST:PORT` (alias --nccl-init-addr) `--dist-timeout SECONDS`; nnodes 1, the default,
+behaves exactly as a single node always did):
+- --tp-size is the total over all nodes: node i runs k = tp_size/nnodes schedulers with the GLOBAL tp ranks
+  i*k .. i*k+k-1, titled `sglang::scheduler_TP<global rank>`, each on the LOCAL ordinal (rank % k) + base_gpu_id.
+- refused (log, exit 1) before anything starts: tp_size not divisible by nnodes, dp_size > 1 with nnodes > 1 (both
+  as SGLang); nnodes > 1 without --dist-init-addr, node_rank outside 0..nnodes-1, a dist-init-addr that is not
+  HOST:PORT or [V6]:PORT, a --dist-timeout <= 0 (SGLang itself checks none of these four up front: a node then
+  never meets the others, or fails later in its schedulers; the stand-in is stricter).
+- the rendezvous stands in for torch.distributed's TCPStore and the NCCL links, one TCP connection per node to
+  rank 0's dist-init-addr. Each node first spawns its schedulers (they hold its GPUs while it waits, as SGLang's
+  do while init_process_group waits), then rendezvouses for up to --dist-timeout seconds (600 when absent: the
+  stand-in's stand-in for torch's 10-minute NCCL default), counted from the start of its rendezvous. Rank 0 listens
+  on the dist-init-addr's host and port when that host is an address of this node, else on 0.0.0.0 (or ::) and
+  that port, as torch's TCPStore always listens on every address; it waits for nnodes-1 nodes to connect and
+  announce their rank (a wrong rank, nnodes or tp_size is refused; a node whose link drops before the group formed
+  is dropped from it and may join again), then tells every node that all joined. On timeout it logs the ranks
+  that never came and exits 1 (its schedulers die with it). A rank >= 1 node connects to rank 0, retrying every
+  0.5 s until its dist-timeout, then exits 1. A node that comes after the group formed gets no answer and runs
+  into its dist-timeout. Rank 0 binds its HTTP API only after every node joined (SGLang starts uvicorn only once
+  its schedulers, which need every node, are ready: until then connection refused), then warms up.
+- the link stays open as the group's liveness: a node's link dropping while rank 0 runs is a SIMULATED NCCL
+  watchdog abort (rank 0 logs it, exits 1); rank 0's link dropping without its shutdown ends a rank >= 1 node
+  with 1. There is no heartbeat: a silent partition (no FIN/RST) goes unnoticed, as SGLang's idle gloo wait
+  does for up to 120 min.
+- rank 0 on SIGTERM/SIGINT sends a shutdown to every node ("stopping: shutdown sent to N node(s)"), then stops as
+  a single node does; a rank >= 1 node exits 0 when it arrives ("shutdown received from rank 0"), also one that
+  joined a group not formed yet. SIMULATED kindness: SGLang broadcasts it from rank 0's TP0 scheduler after its
+  drain, so a `KillMode=control-group` stop, which SIGTERMs that scheduler too, may end it before it does (the
+  other nodes then fail on the lost link; docs/research/sglang-multinode-0.5.23.md). Rank 0's other exits (a
+  scheduler died, a lost node, its HTTP bind) send none, as SGLang's SIGQUIT path kills the tree: the other nodes
+  then lose the link and exit 1.
+- a rank >= 1 node on SIGTERM or SIGINT to its main process logs and keeps running: only rank 0 stops a multi-node
+  server, the unit's stop timeout (SIGKILL) bounds the rest. Its schedulers keep the single-node behaviour: they
+  end on their own SIGTERM (SGLang's install no handler), so a `KillMode=control-group` stop of a rank >= 1 node
+  SIGTERMs them too and the node then exits 1 ("scheduler TP<n> exited"), and rank 0 loses the link.
+- a rank >= 1 node runs no detokenizer, tokenizer or API: from its start (SIMULATED: SGLang starts it only once
+  the node's schedulers are ready) it serves a dummy health server on --host/--port, GET /health,
+  /health_generate and /ping 200 with an empty body whatever its state, anything else 404; when it cannot bind,
+  it logs as uvicorn does and exits 1, before spawning anything.
+- rank 0's /server_info reports nnodes, node_rank, dist_init_addr and dist_timeout (None when absent), as SGLang's
+  resolved args do.
 """
 import argparse
 import contextlib
 import ctypes
+import errno
 import json
 import multiprocessing
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -41,6 +86,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VERSION = "0.5.23"
+DEFAULT_DIST_TIMEOUT_S = 600  # the stand-in's default --dist-timeout (SGLang leaves it to torch: 10 min for NCCL)
 WORDS = (" the of and to in is was for on that with as by at from it an be this are or which has had not his"
          " but were they have one their all been also more when who other time first can its after into new").split()
 
@@ -64,6 +110,10 @@ def parse_args(argv):
     p.add_argument("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     p.add_argument("--dp-size", type=int, default=1)
     p.add_argument("--base-gpu-id", type=int, default=0)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
+    p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--speculative-algorithm", default=None)
@@ -136,11 +186,13 @@ def device_for_ordinal(ordinal, dev_dir):
     return "nvidia%d" % (minors[ordinal] if ordinal < len(minors) else ordinal)
 
 
-def scheduler_main(rank, tp_size, base_gpu_id, dev_dir, ready):
+def scheduler_main(rank, tp_size, base_gpu_id, dev_dir, ready, local_rank=None):
+    """Scheduler of GLOBAL tp rank `rank`, on this node's CUDA device `local_rank` (+ base_gpu_id): the same on one
+    node; on node i of a multi-node server local_rank = rank % (tp_size / nnodes)."""
     if os.environ.get("GPUSIM_ORPHAN_WORKERS") != "1":
         die_with_parent()
     set_proctitle("sglang::scheduler_TP%d" % rank if tp_size > 1 else "sglang::scheduler")
-    device = device_for_ordinal(gpu_for_rank(rank, base_gpu_id), dev_dir)
+    device = device_for_ordinal(gpu_for_rank(rank if local_rank is None else local_rank, base_gpu_id), dev_dir)
     held = []
     for name in (device, "nvidiactl", "nvidia-uvm"):
         path = os.path.join(dev_dir, name)
@@ -468,62 +520,478 @@ def make_handler(engine, args):
     return Handler
 
 
-def main(argv=None):
-    args, unknown = parse_args(sys.argv[1:] if argv is None else argv)
-    log("SIMULATED SGLang %s server (gpuserve lab): model %s, tp %d, speculative %s, ignored args %s"
-        % (VERSION, args.model_path, args.tp_size, args.speculative_algorithm, unknown))
-    set_sglang_env(args)
-    dev_dir = os.environ.get("GPUSIM_DEV_DIR", "/dev")
-    ctx = multiprocessing.get_context("spawn")
-    readies, procs = [], []
-    for rank in range(args.tp_size):
-        ev = ctx.Event()
-        pr = ctx.Process(target=scheduler_main, args=(rank, args.tp_size, args.base_gpu_id, dev_dir, ev),
-                         name="sglang::scheduler_TP%d" % rank, daemon=False)
-        pr.start()
-        readies.append(ev)
-        procs.append(pr)
-    detok = ctx.Process(target=detokenizer_main, name="sglang::detokenizer", daemon=False)
-    detok.start()
-    procs.append(detok)
+def parse_addr(text):
+    """--dist-init-addr as SGLang's NetworkAddress.parse takes it: HOST:PORT, NAME:PORT or [V6]:PORT."""
+    text = (text or "").strip()
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+    else:
+        host, sep, port = text.rpartition(":")
+        if ":" in host:
+            raise ValueError("an IPv6 address must be bracketed: [ADDR]:PORT")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("not HOST:PORT")
+    return host, int(port)
 
-    def shutdown(*_, code=0):
+
+def check_parallel(args):
+    """The multi-node argument set, or why it is refused (None: fine)."""
+    if args.nnodes < 1:
+        return "--nnodes must be at least 1, not %d" % args.nnodes
+    if args.tp_size % args.nnodes:
+        return "tp_size must be divisible by number of nodes (--tp-size %d, --nnodes %d)" % (
+            args.tp_size, args.nnodes)
+    if args.dp_size > 1 and args.nnodes != 1:
+        return ("multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across "
+                "nodes")
+    if not 0 <= args.node_rank < args.nnodes:
+        return "--node-rank %d is outside 0..%d (--nnodes %d)" % (args.node_rank, args.nnodes - 1, args.nnodes)
+    if args.dist_timeout is not None and args.dist_timeout <= 0:
+        return "--dist-timeout must be positive, not %d" % args.dist_timeout
+    if args.nnodes > 1:
+        if not args.dist_init_addr:
+            return ("--nnodes %d needs --dist-init-addr HOST:PORT (rank 0's address): without it the nodes never "
+                    "meet" % args.nnodes)
+        try:
+            parse_addr(args.dist_init_addr)
+        except ValueError as exc:
+            return "--dist-init-addr %r: %s" % (args.dist_init_addr, exc)
+    return None
+
+
+def fmt_addr(host, port):
+    return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+
+
+class LineReader:
+    """Lines of the rendezvous protocol (ASCII, one message a line) from one socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def line(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("timed out")
+                self.sock.settimeout(left)
+            else:
+                self.sock.settimeout(None)
+            data = self.sock.recv(4096)
+            if not data:
+                raise EOFError("connection closed")
+            self.buf += data
+            if len(self.buf) > 4096 and b"\n" not in self.buf:
+                raise ValueError("line too long")
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode("ascii", "replace").strip()
+
+
+def send_line(sock, text):
+    sock.sendall(text.encode("ascii") + b"\n")
+
+
+class Node:
+    """This node's processes and its one way out (from the main thread, a signal handler or a link's thread)."""
+
+    def __init__(self):
+        self.procs = []  # schedulers first, then the detokenizer (rank 0 only)
+        self.schedulers = []  # (global tp rank, process)
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def shutdown(self, code=0, before=None):
+        if not self.lock.acquire(blocking=False):
+            return  # already on its way out
+        self.stopping = True
+        if before is not None:
+            before()
         log("shutting down")
-        for pr in procs:
+        for pr in self.procs:
             if pr.is_alive():
                 pr.terminate()
-        for pr in procs:
+        for pr in self.procs:
             pr.join(5)
         os._exit(code)
 
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
-    for rank, ev in enumerate(readies):
-        if not ev.wait(60) or not procs[rank].is_alive():
-            log("scheduler TP%d failed to start" % rank)
-            shutdown(code=1)
-    engine = Engine(args)
+    def watch_schedulers(self):
+        while True:
+            time.sleep(1)
+            for rank, pr in self.schedulers:
+                if not pr.is_alive():
+                    log("scheduler TP%d exited with %s: shutting down" % (rank, pr.exitcode))
+                    self.shutdown(code=1)
+
+
+class Rank0Group:
+    """SIMULATED torch.distributed TCPStore + NCCL links on rank 0: one TCP connection from every other node."""
+
+    def __init__(self, args, node):
+        self.args = args
+        self.node = node
+        self.nnodes = args.nnodes
+        self.host, self.port = parse_addr(args.dist_init_addr)
+        self.peers = {}  # node rank -> (socket, "addr:port")
+        self.cond = threading.Condition()
+        self.formed = False
+        self.stopping = False
+        self.sock = None
+
+    def listen(self):
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+            where = fmt_addr(self.host, self.port)
+        except OSError as exc:
+            if not (isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL):
+                sock.close()
+                raise
+            wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
+            sock.bind((wildcard, self.port))
+            where = "%s (%s is not an address of this node)" % (fmt_addr(wildcard, self.port), self.host)
+        sock.listen(64)
+        self.sock = sock
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+        return where
+
+    def accept_loop(self):
+        while True:
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handshake, args=(conn, fmt_addr(addr[0], addr[1])), daemon=True).start()
+
+    def handshake(self, conn, addr):
+        reader = LineReader(conn)
+        try:
+            words = reader.line(timeout=5).split()
+        except (OSError, EOFError, ValueError):
+            conn.close()
+            return
+        try:
+            rank, nnodes, tp_size = (int(w) for w in words[1:4]) if words[:1] == ["JOIN"] else (None, None, None)
+        except ValueError:
+            rank = nnodes = tp_size = None
+        with self.cond:
+            if rank is None:
+                error = "not a rendezvous message"
+            elif nnodes != self.nnodes or tp_size != self.args.tp_size:
+                error = "node rank %s has --nnodes %s --tp-size %s, rank 0 has --nnodes %d --tp-size %d" % (
+                    rank, nnodes, tp_size, self.nnodes, self.args.tp_size)
+            elif not 1 <= rank < self.nnodes:
+                error = "node rank %d is not one of 1..%d" % (rank, self.nnodes - 1)
+            elif self.formed:
+                log("node rank %d from %s came after the group formed: no answer (SIMULATED: it waits out its "
+                    "dist-timeout)" % (rank, addr))
+                threading.Thread(target=self.hold, args=(conn,), daemon=True).start()
+                return
+            elif rank in self.peers:
+                error = "node rank %d already joined from %s" % (rank, self.peers[rank][1])
+            else:
+                error = None
+            if error:
+                log("refused a join from %s: %s" % (addr, error))
+                with contextlib.suppress(OSError):
+                    send_line(conn, "ERR " + error)
+                conn.close()
+                return
+            try:
+                send_line(conn, "OK")
+            except OSError:
+                conn.close()
+                return
+            self.peers[rank] = (conn, addr)
+            log("joined rank %d from %s (%d of %d nodes)" % (rank, addr, len(self.peers) + 1, self.nnodes))
+            self.cond.notify_all()
+        self.monitor(rank, conn, addr)
+
+    def hold(self, conn):
+        with contextlib.suppress(OSError):
+            while conn.recv(4096):
+                pass
+        conn.close()
+
+    def monitor(self, rank, conn, addr):
+        why = "connection closed"
+        try:
+            conn.settimeout(None)
+            while conn.recv(4096):
+                pass
+        except OSError as exc:
+            why = str(exc) or type(exc).__name__
+        if self.stopping or self.node.stopping:
+            return
+        with self.cond:
+            if not self.formed:
+                if self.peers.get(rank, (None,))[0] is conn:
+                    del self.peers[rank]
+                log("node rank %d (%s) left before the group formed (%s): waiting for it again" % (rank, addr, why))
+                conn.close()
+                return
+        log("SIMULATED NCCL watchdog: lost node rank %d (%s): %s; aborting the server" % (rank, addr, why))
+        self.node.shutdown(code=1)
+
+    def wait_all(self, timeout):
+        """True once every node joined; False after `timeout` seconds (the missing ranks logged)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.peers) < self.nnodes - 1:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [r for r in range(1, self.nnodes) if r not in self.peers]
+                    log("rendezvous timed out after %d s (--dist-timeout): node rank(s) %s never joined (%d of %d "
+                        "nodes here); exiting" % (timeout, ", ".join(str(r) for r in missing), len(self.peers) + 1,
+                                                  self.nnodes))
+                    return False
+                self.cond.wait(min(left, 0.5))
+            self.formed = True
+            peers = dict(self.peers)
+        for rank, (conn, addr) in sorted(peers.items()):
+            with contextlib.suppress(OSError):  # a link that broke just now: its monitor aborts the server
+                send_line(conn, "ALL %d" % self.nnodes)
+        log("all %d nodes joined" % self.nnodes)
+        return True
+
+    def send_shutdown(self):
+        self.stopping = True
+        sent = 0
+        for rank, (conn, addr) in sorted(dict(self.peers).items()):
+            try:
+                send_line(conn, "SHUTDOWN")
+                sent += 1
+            except OSError as exc:
+                log("could not send the shutdown to node rank %d (%s): %s" % (rank, addr, exc))
+        log("stopping: shutdown sent to %d node(s)" % sent)
+
+
+def join_rank0(args, node, timeout):
+    """A rank >= 1 node's side of the rendezvous: (socket, LineReader) once every node joined, or exit 1."""
+    host, port = parse_addr(args.dist_init_addr)
+    where = fmt_addr(host, port)
+    deadline = time.monotonic() + timeout
+    last, told = None, False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log("rendezvous timed out after %d s (--dist-timeout): rank 0 at %s never answered (last: %s); exiting"
+                % (timeout, where, last))
+            node.shutdown(code=1)
+        try:
+            sock = socket.create_connection((host, port), timeout=min(left, 2))
+            break
+        except OSError as exc:
+            last = exc.strerror or str(exc) or type(exc).__name__
+            if not told:
+                log("rank 0 at %s is not reachable yet (%s): retrying every 0.5 s for up to %d s"
+                    % (where, last, timeout))
+                told = True
+            time.sleep(max(0.0, min(0.5, deadline - time.monotonic())))
+    reader = LineReader(sock)
     try:
-        server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, args))
+        send_line(sock, "JOIN %d %d %d" % (args.node_rank, args.nnodes, args.tp_size))
+        answer = reader.line(timeout=max(0.1, deadline - time.monotonic()))
+        if answer != "OK":
+            log("rank 0 at %s refused node rank %d: %s; exiting"
+                % (where, args.node_rank, answer[4:] if answer.startswith("ERR ") else answer))
+            node.shutdown(code=1)
+        log("joined rank 0 at %s as node rank %d: waiting for all %d nodes" % (where, args.node_rank, args.nnodes))
+        answer = reader.line(timeout=max(0.1, deadline - time.monotonic()))
+    except socket.timeout:
+        log("rendezvous timed out after %d s (--dist-timeout): no answer from rank 0 at %s (the group did not form, "
+            "or formed without this node); exiting" % (timeout, where))
+        node.shutdown(code=1)
+    except (OSError, EOFError, ValueError) as exc:
+        log("lost the link to rank 0 at %s before the group formed (%s); exiting" % (where, exc))
+        node.shutdown(code=1)
+    if answer == "SHUTDOWN":  # rank 0 stopped before every node joined
+        log("shutdown received from rank 0")
+        node.shutdown(code=0)
+    if not answer.startswith("ALL"):
+        log("unexpected rendezvous answer from rank 0 at %s: %r; exiting" % (where, answer))
+        node.shutdown(code=1)
+    log("all %d nodes joined" % args.nnodes)
+    return sock, reader, where
+
+
+def follow_rank0(node, reader, where):
+    """A rank >= 1 node's link to rank 0: its shutdown ends the node with 0, a drop without it with 1."""
+    why = "connection closed"
+    while True:
+        try:
+            line = reader.line(None)
+        except (OSError, EOFError, ValueError) as exc:
+            why = str(exc) or type(exc).__name__
+            break
+        if line == "SHUTDOWN":
+            log("shutdown received from rank 0")
+            node.shutdown(code=0)
+            return
+    if not node.stopping:
+        log("SIMULATED NCCL watchdog: lost the link to rank 0 at %s without its shutdown (%s); aborting"
+            % (where, why))
+        node.shutdown(code=1)
+
+
+def make_dummy_handler():
+    """SGLang's dummy health server on a rank >= 1 node (utils/common.py launch_dummy_health_check_server)."""
+
+    class DummyHandler(BaseHTTPRequestHandler):
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, fmt, *a):
+            pass
+
+        def reply(self, status, data=b""):
+            self.send_response(status)
+            if data:
+                self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path.split("?", 1)[0] in ("/health", "/health_generate", "/ping"):
+                self.reply(200)
+            else:
+                self.reply(404, b'{"detail":"Not Found"}')
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            if n:
+                self.rfile.read(n)
+            self.reply(404, b'{"detail":"Not Found"}')
+
+    return DummyHandler
+
+
+def bind_http(args, handler):
+    """The HTTP server on --host/--port, or None after logging as uvicorn does under SGLang."""
+    try:
+        server = ThreadingHTTPServer((args.host, args.port), handler)
     except OSError as exc:
         # as uvicorn's Server.startup under SGLang's launch_server: log, exit 1; the ranks die with their parent
         log("ERROR:    [Errno %s] error while attempting to bind on address %r: %s"
             % (exc.errno, (args.host, args.port), (exc.strerror or str(exc)).lower()))
-        shutdown(code=1)
+        return None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    log("Uvicorn running on http://%s:%d (warming up %.1f s)" % (args.host, args.port,
-                                                                env_float("GPUSIM_WARMUP_S", 2)))
+    return server
+
+
+def start_schedulers(args, node, ctx, dev_dir):
+    """This node's schedulers: GLOBAL tp ranks node_rank*k .. node_rank*k+k-1, on local ordinals 0..k-1."""
+    k = args.tp_size // args.nnodes
+    readies = []
+    for rank in range(args.node_rank * k, args.node_rank * k + k):
+        ev = ctx.Event()
+        pr = ctx.Process(target=scheduler_main, args=(rank, args.tp_size, args.base_gpu_id, dev_dir, ev, rank % k),
+                         name="sglang::scheduler_TP%d" % rank, daemon=False)
+        pr.start()
+        readies.append((rank, ev, pr))
+        node.schedulers.append((rank, pr))
+        node.procs.append(pr)
+    return readies
+
+
+def wait_schedulers(node, readies):
+    for rank, ev, pr in readies:
+        if not ev.wait(60) or not pr.is_alive():
+            log("scheduler TP%d failed to start" % rank)
+            node.shutdown(code=1)
+
+
+def dist_timeout(args):
+    return args.dist_timeout if args.dist_timeout is not None else DEFAULT_DIST_TIMEOUT_S
+
+
+def run_other_node(args, dev_dir):
+    """Node rank >= 1: the dummy health server, this node's schedulers, the rendezvous, then wait for rank 0."""
+    node = Node()
+    if bind_http(args, make_dummy_handler()) is None:
+        sys.exit(1)
+    log("Dummy health check server started in background thread at %s:%d (node rank %d: no API here, rank 0 "
+        "serves it)" % (args.host, args.port, args.node_rank))
+
+    def on_signal(signum, _frame):
+        log("%s on node rank %d: waiting for rank 0's shutdown (only rank 0 stops a multi-node server)"
+            % (signal.Signals(signum).name, args.node_rank))
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    ctx = multiprocessing.get_context("spawn")
+    readies = start_schedulers(args, node, ctx, dev_dir)
+    wait_schedulers(node, readies)
+    timeout = dist_timeout(args)
+    log("rendezvous (SIMULATED torch.distributed/NCCL): node rank %d of %d joining rank 0 at %s, dist-timeout %d s"
+        % (args.node_rank, args.nnodes, args.dist_init_addr, timeout))
+    _sock, reader, where = join_rank0(args, node, timeout)
+    threading.Thread(target=follow_rank0, args=(node, reader, where), daemon=True).start()
+    log("node rank %d of %d is up (SIMULATED): its schedulers run until rank 0's shutdown"
+        % (args.node_rank, args.nnodes))
+    node.watch_schedulers()
+
+
+def main(argv=None):
+    args, unknown = parse_args(sys.argv[1:] if argv is None else argv)
+    log("SIMULATED SGLang %s server (gpuserve lab): model %s, tp %d, speculative %s, ignored args %s"
+        % (VERSION, args.model_path, args.tp_size, args.speculative_algorithm, unknown))
+    problem = check_parallel(args)
+    if problem:
+        log("ERROR: %s; exiting" % problem)
+        sys.exit(1)
+    if args.nnodes > 1:
+        k = args.tp_size // args.nnodes
+        log("SIMULATED multi-node: node rank %d of %d, tp ranks %d..%d of %d on this node, dist-init-addr %s, "
+            "dist-timeout %d s%s" % (args.node_rank, args.nnodes, args.node_rank * k, args.node_rank * k + k - 1,
+                                     args.tp_size, args.dist_init_addr, dist_timeout(args),
+                                     "" if args.dist_timeout is not None else " (the stand-in's default)"))
+    set_sglang_env(args)
+    dev_dir = os.environ.get("GPUSIM_DEV_DIR", "/dev")
+    if args.node_rank >= 1:
+        return run_other_node(args, dev_dir)
+    node = Node()
+    ctx = multiprocessing.get_context("spawn")
+    readies = start_schedulers(args, node, ctx, dev_dir)
+    detok = ctx.Process(target=detokenizer_main, name="sglang::detokenizer", daemon=False)
+    detok.start()
+    node.procs.append(detok)
+    group = Rank0Group(args, node) if args.nnodes > 1 else None
+
+    def on_signal(*_):
+        node.shutdown(code=0, before=group.send_shutdown if group is not None else None)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    wait_schedulers(node, readies)
+    if group is not None:
+        timeout = dist_timeout(args)
+        try:
+            where = group.listen()
+        except OSError as exc:
+            log("rendezvous (SIMULATED torch.distributed TCPStore): cannot listen on %s: [Errno %s] %s; exiting"
+                % (args.dist_init_addr, exc.errno, exc.strerror or exc))
+            node.shutdown(code=1)
+        log("rendezvous (SIMULATED torch.distributed TCPStore): listening on %s, waiting up to %d s for %d "
+            "node(s)" % (where, timeout, args.nnodes - 1))
+        if not group.wait_all(timeout):
+            node.shutdown(code=1)
+    engine = Engine(args)
+    if bind_http(args, make_handler(engine, args)) is None:
+        node.shutdown(code=1)
+    log("Uvicorn running on http://%s:%d (warming up %.1f s)"
+        % (args.host, args.port, env_float("GPUSIM_WARMUP_S", 2)))
     time.sleep(env_float("GPUSIM_WARMUP_S", 2))
     engine.ready = True
     engine.reset_stats()
     log("The server is fired up and ready to roll!")
-    while True:
-        time.sleep(1)
-        for rank, pr in enumerate(procs[:-1]):
-            if not pr.is_alive():
-                log("scheduler TP%d exited with %s: shutting down" % (rank, pr.exitcode))
-                shutdown(code=1)
+    node.watch_schedulers()
 
 
 if __name__ == "__main__":

@@ -1,75 +1,33 @@
 """The fleet (issue 14, items 3-5): two replicas deployed by playbooks/deploy_eagle3.yml behind the real SMG 1.13.0,
 rolled one at a time under a bounded load.
 
-Inventory: inventory/lab with tests/lab/fleet/hosts.yml laid over it. CT 101 owns SIMULATED GPUs 0-3 and CT 102
-GPUs 4-7 (tp 4 each, derived from gpuserve_gpus), both on the lab's host-only bridge (10.66.0.101, .102) and
-listening there; the gateway runs in CT 100 (10.66.0.100). The module's fixture makes CT 100, deploys the gateway
-with no worker, then deploys the fleet from the lab's state as a user would: CT 101 is re-provisioned (its GPUs
-and net0 change, so it restarts), CT 102 is created through fakepve's API and deployed whole, and each registers
-itself with the gateway. Afterwards CT 102 and CT 100 are destroyed and CT 101 is put back (no net0, all 8 GPUs,
-the lab's settings) by one deploy with inventory/lab. Needs `lab/lab up`.
+The package's two containers (conftest.py): CT 101 on lab-pve with its SIMULATED GPUs 0-3 and CT 102 on lab-pve2, the
+lab's second PVE host, with that host's GPUs 0-3 (tp 4 each, derived from gpuserve_gpus), both on the lab's
+host-only bridge (10.66.0.101, .102) and listening there; the gateway runs in CT 100 (10.66.0.100). The module's
+fixture makes CT 100, deploys the gateway with no worker, then deploys the fleet: nothing restarts, and each replica
+registers itself with the gateway. CT 100 is destroyed afterwards. Needs `lab/lab up`.
 """
-import datetime
-import json
 import re
 import time
 
 import pytest
 
-from gatewayutil import LAB, Load, Watch, gateway_container, gateway_faults, key, latency_summary, run, workers
+from gatewayutil import Load, Watch, gateway_container, gateway_faults, key, latency_summary, workers
 from labutil import LAB_MARKS, finish, playbook, wait_for
+
+from .nodes import NODES, OVERLAY, arg, deploy, epoch, first_failure, in_ct, main_pid, manifest, on_pve, recap, \
+    served_argv, MANIFEST
 
 pytestmark = LAB_MARKS
 
-FLEET = "tests/lab/fleet/hosts.yml"
-REPLICAS = {"ct101": ("101", "http://10.66.0.101:30000"), "ct102": ("102", "http://10.66.0.102:30000")}
-MANIFEST = "/var/lib/gpuserve/sglang-manifest.json"
-
-
-def in_replica(name, *argv):
-    return run("/usr/sbin/pct", "exec", REPLICAS[name][0], "--", *argv).stdout
-
-
-def manifest(name):
-    return json.loads(in_replica(name, "cat", MANIFEST))
-
-
-def served_argv(name):
-    return json.loads(in_replica(name, "cat", "/etc/gpuserve/sglang.args"))["argv"]
-
-
-def arg(argv, flag):
-    return argv[argv.index(flag) + 1] if flag in argv else None
-
-
-def main_pid(name):
-    return in_replica(name, "systemctl", "show", "-p", "MainPID", "--value", "sglang").strip()
+REPLICAS = {name: (node["vmid"], "http://%s:30000" % node["ip"]) for name, node in NODES.items()}
 
 
 def deploy_fleet(*extra, **evars):
     """deploy_eagle3.yml on the fleet; extra vars fleet_changes (every replica) and fleet_ct102_changes."""
-    argv = ["-i", FLEET] + (["-e", json.dumps(evars)] if evars else []) + list(extra)
-    code, out = finish(playbook("playbooks/deploy_eagle3.yml", *argv), limit=1800)
+    code, out = deploy(*extra, **evars)
     assert key() not in out, "the control-plane key reached the playbook's output"
     return code, out
-
-
-def first_failure(out):
-    """The output from the first failed task on (the rollout summary at the end would hide it), or the tail."""
-    at = out.find("fatal: [")
-    return out[max(0, at - 1500):at + 3000] if at >= 0 else out[-4000:]
-
-
-def recap(out, host):
-    """(changed, failed) of host in the play recap."""
-    found = re.findall(r"^%s\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)" % host, out, re.M)
-    assert found, out[-3000:]
-    return int(found[-1][0]), int(found[-1][1])
-
-
-def epoch(iso):
-    """A manifest time (UTC, written without its zone by now(utc=true)) as epoch seconds."""
-    return datetime.datetime.fromisoformat(iso).replace(tzinfo=datetime.timezone.utc).timestamp()
 
 
 def restart_window(m):
@@ -86,36 +44,32 @@ def all_healthy():
 
 
 @pytest.fixture(scope="module")
-def fleet(lab_up):
+def fleet(two_hosts):
     with gateway_container():
-        code, out = finish(playbook("playbooks/gateway.yml", "-i", FLEET, "-e", '{"sglang_gateway_workers": []}'),
+        code, out = finish(playbook("playbooks/gateway.yml", "-i", OVERLAY, "-e", '{"sglang_gateway_workers": []}'),
                            limit=600)
         assert code == 0, out[-4000:]
-        try:
-            code, out = deploy_fleet()
-            assert code == 0, first_failure(out)
-            yield out
-        finally:
-            run(LAB, "ct-destroy", "102", check=False)
-            run("/usr/sbin/pct", "set", "101", "--delete", "net0", check=False)
-            code, out = finish(playbook("playbooks/deploy_eagle3.yml"), limit=900)
-            assert code == 0, "putting CT 101 back failed: " + out[-4000:]
+        code, out = deploy_fleet()
+        assert code == 0, first_failure(out)
+        yield out
 
 
-def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(fleet):
-    assert recap(fleet, "ct102")[0] > 0 and recap(fleet, "ct101")[0] > 0
+def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(two_hosts, fleet):
+    assert recap(two_hosts, "ct102")[0] > 0 and recap(two_hosts, "ct101")[0] > 0
+    # behind the gateway now, without a restart: each registered itself
+    flat = " ".join(fleet.split())
+    assert flat.count("no restart: the running server matches its verified manifest") == 2, fleet[-3000:]
     listed = workers()
     assert sorted(listed) == sorted(url for _vmid, url in REPLICAS.values())
     for name, (_vmid, url) in REPLICAS.items():
         assert listed[url]["status"] == "ready" and listed[url]["is_healthy"] is True, listed[url]
         assert listed[url]["labels"]["replica"] == name
         assert arg(served_argv(name), "--tp-size") == "4" and arg(served_argv(name), "--host") == "0.0.0.0"
-    # each gate waited on its own GPUs only (nvidia-smi indexes; the lab's mapping is the identity here)
-    assert sorted(manifest("ct101")["gate"]["clear_at_s"]) == ["0", "1", "2", "3"]
-    assert sorted(manifest("ct102")["gate"]["clear_at_s"]) == ["4", "5", "6", "7"]
-    for vmid, gpus in (("101", "0 1 2 3"), ("102", "4 5 6 7")):
-        conf = run("/usr/sbin/pct", "config", vmid).stdout
-        assert sorted(re.findall(r"^dev\d+: (?:path=)?/dev/nvidia(\d+)\b", conf, re.M), key=int) == gpus.split(), conf
+    # each gate waited on its own host's GPUs 0-3 (nvidia-smi indexes; the lab's mapping is the identity here)
+    for name in REPLICAS:
+        assert sorted(manifest(name)["gate"]["clear_at_s"]) == ["0", "1", "2", "3"]
+        conf = on_pve(name, "/usr/sbin/pct", "config", NODES[name]["vmid"]).stdout
+        assert sorted(re.findall(r"^dev\d+: (?:path=)?/dev/nvidia(\d+)\b", conf, re.M), key=int) == "0 1 2 3".split()
 
 
 def test_a_change_rolls_across_both_replicas_one_at_a_time_with_no_failed_request(fleet):
@@ -188,7 +142,7 @@ def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_
 
 def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(fleet):
     wait_for(all_healthy, 60, "both replicas ready and healthy at the gateway")
-    pids, manifests = {n: main_pid(n) for n in REPLICAS}, {n: in_replica(n, "cat", MANIFEST) for n in REPLICAS}
+    pids, manifests = {n: main_pid(n) for n in REPLICAS}, {n: in_ct(n, "cat", MANIFEST) for n in REPLICAS}
     ids = {url: w["id"] for url, w in workers().items()}
     code, out = deploy_fleet("-e", '{"sglang_server_gateway_keep_healthy": 2}',
                              fleet_changes={"mem_fraction_static": 0.7})
@@ -199,5 +153,5 @@ def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(fleet):
     assert "ct102: not reached (the rollout stopped first)" in flat, out[-3000:]
     # nothing stopped, nothing re-registered, and CT 102 was not touched
     assert {n: main_pid(n) for n in REPLICAS} == pids
-    assert {n: in_replica(n, "cat", MANIFEST) for n in REPLICAS} == manifests
+    assert {n: in_ct(n, "cat", MANIFEST) for n in REPLICAS} == manifests
     assert {url: w["id"] for url, w in workers().items()} == ids
