@@ -75,6 +75,9 @@ def rollout_summary(results, failed, run, hostvars=None, rollback=""):
         if host == failed:
             state = "FAILED in this run" + ("; rollback: %s" % " ".join(str(rollback).split()) if rollback else "")
             lines.append("%s: %s; last manifest: %s" % (host, state, config))
+        elif ours and manifest.get("phase") == "rollback":
+            # another node of the failed host's multi-node server: rolled back with it
+            lines.append("%s: rolled back in this run; serves %s" % (host, describe(manifest)))
         elif ours:
             lines.append("%s: updated in this run; serves %s" % (host, describe(manifest)))
         elif passed:

@@ -87,3 +87,11 @@ def test_a_manifest_without_a_run_or_from_another_run_is_never_this_run():
 
 def test_the_filter_is_registered():
     assert FilterModule().filters() == {"rollout_summary": rollout_summary}
+
+
+def test_the_other_node_of_a_multi_node_server_is_said_rolled_back_with_it():
+    results = [slurped("ct101", manifest(args="1" * 40, phase="rollback", run=RUN)),
+               slurped("ct102", manifest(args="2" * 40, phase="rollback", run=RUN))]
+    lines = rollout_summary(results, "ct101", RUN, {}, "done: the last verified config is serving again")
+    assert lines[1] == ("ct102: rolled back in this run; serves args 2222222222, SGLang cccccccccccc (rollback, "
+                        "2026-12-02T05:01:02)")
