@@ -1,8 +1,19 @@
-"""Puts the collection view on sys.path so tests import plugins as ansible_collections.gpuserve.sglang.*."""
+"""Puts the collection view on sys.path so tests import plugins as ansible_collections.gpuserve.sglang.*, and gives
+tests that run ansible-playbook the same view."""
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, "collections")
+COLLECTIONS = os.path.join(ROOT, "collections")  # collections/ansible_collections/gpuserve/sglang links to ROOT
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+
+
+@pytest.fixture(scope="session")
+def collections_path():
+    """ANSIBLE_COLLECTIONS_PATH for an ansible-playbook a test runs: gpuserve.sglang is this checkout. Such a test
+    is marked foreign_python: scripts/mutation's staging tree has no collections/ (and its trampolines cannot run
+    in another process)."""
+    return COLLECTIONS

@@ -6,8 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
+# ansible-playbook runs the role and its filters (sglang_args is in the mutation run's safety core) in processes of
+# its own, where mutmut's trampolines cannot run: scripts/mutation leaves these tests out (pytest.ini)
+pytestmark = pytest.mark.foreign_python
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 NODE = {"sglang_server_replica": "big", "sglang_server_nnodes": 2}
 INVENTORY = {"all": {
@@ -53,15 +57,20 @@ BARRIER = """
 """
 
 
-def play(tmp_path, text, *extra, inventory=None):
-    (tmp_path / "inv.yml").write_text(yaml.safe_dump(inventory or INVENTORY))
-    (tmp_path / "play.yml").write_text(text)
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="false")
-    ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    out = subprocess.run([ansible_playbook, "-i", str(tmp_path / "inv.yml"), str(tmp_path / "play.yml"), *extra],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    return out.returncode, json.loads(out.stdout)
+@pytest.fixture
+def play(tmp_path, collections_path):
+    """Runs a playbook text on INVENTORY (or the one given) with the json callback: (exit code, report)."""
+    def run(text, *extra, inventory=None):
+        (tmp_path / "inv.yml").write_text(yaml.safe_dump(inventory or INVENTORY))
+        (tmp_path / "play.yml").write_text(text)
+        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+                   ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=collections_path,
+                   ANSIBLE_LOCALHOST_WARNING="false")
+        ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+        out = subprocess.run([ansible_playbook, "-i", str(tmp_path / "inv.yml"), str(tmp_path / "play.yml"),
+                              *extra], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+        return out.returncode, json.loads(out.stdout)
+    return run
 
 
 def results(report, task_name):
@@ -71,8 +80,8 @@ def results(report, task_name):
             for host, r in t["hosts"].items()}
 
 
-def test_each_node_gets_its_rank_and_rank_0s_address_and_one_node_stays_as_it_was(tmp_path):
-    rc, report = play(tmp_path, PREFLIGHT, "-e", "gpuserve_serial=2")
+def test_each_node_gets_its_rank_and_rank_0s_address_and_one_node_stays_as_it_was(play):
+    rc, report = play(PREFLIGHT, "-e", "gpuserve_serial=2")
     assert rc == 0
     argv = {h: r["msg"] for h, r in results(report, "ansible.builtin.debug").items()}
     for host, rank in (("a0", "0"), ("a1", "1")):
@@ -84,8 +93,8 @@ def test_each_node_gets_its_rank_and_rank_0s_address_and_one_node_stays_as_it_wa
     assert argv["solo"][argv["solo"].index("--tp-size") + 1] == "4"
 
 
-def test_a_batch_without_every_node_is_refused_before_anything_stops(tmp_path):
-    rc, report = play(tmp_path, PREFLIGHT)
+def test_a_batch_without_every_node_is_refused_before_anything_stops(play):
+    rc, report = play(PREFLIGHT)
     assert rc != 0
     failed = {h: r for h, r in results(report, "Replica | every node of a multi-node replica is in this batch "
                                                "(they stop, gate and start together)").items() if r.get("failed")}
@@ -94,29 +103,29 @@ def test_a_batch_without_every_node_is_refused_before_anything_stops(tmp_path):
     assert "-e gpuserve_serial=2" in failed["a0"]["msg"] and "Nothing was stopped" in failed["a0"]["msg"]
 
 
-def test_nodes_that_would_launch_different_servers_are_refused(tmp_path):
+def test_nodes_that_would_launch_different_servers_are_refused(play):
     inv = json.loads(json.dumps(INVENTORY))
     inv["all"]["children"]["sglang"]["hosts"]["a1"]["gpuserve_gpus"] = [0, 1]  # 2 GPUs: tp 4, not 8
-    rc, report = play(tmp_path, PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
+    rc, report = play(PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
     assert rc != 0
     msgs = {h: r["msg"] for h, r in results(report, "Preflight | the nodes of a multi-node replica launch the same "
                                                     "server").items() if r.get("failed")}
     assert msgs and all("would launch different servers" in m for m in msgs.values())
 
 
-def test_a_rank_1_node_behind_the_gateway_is_refused(tmp_path):
+def test_a_rank_1_node_behind_the_gateway_is_refused(play):
     inv = json.loads(json.dumps(INVENTORY))
     inv["all"]["children"]["sglang"]["hosts"]["a1"]["sglang_server_gateway_worker_url"] = "http://10.66.0.102:30000"
     inv["all"]["children"]["sglang_gateway"] = {"hosts": {"gw": {}}}
-    rc, report = play(tmp_path, PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
+    rc, report = play(PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
     assert rc != 0
     (r,) = [r for r in results(report, "Preflight | behind a gateway, a multi-node replica is reached through its "
                                        "rank 0 (the only node with an API)").values() if r.get("failed")]
     assert r["msg"].startswith("a1 is node rank 1 of replica big: it serves no API")
 
 
-def test_a_node_that_fails_a_step_takes_every_node_of_its_replica_to_the_rollback_at_once(tmp_path):
-    rc, report = play(tmp_path, BARRIER)
+def test_a_node_that_fails_a_step_takes_every_node_of_its_replica_to_the_rollback_at_once(play):
+    rc, report = play(BARRIER)
     assert rc == 0  # both rescued
     facts = results(report, "The rollback")
     assert facts["a1"]["ansible_facts"]["rolled_back"] == "A step that fails on rank 1"

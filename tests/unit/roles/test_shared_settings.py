@@ -205,8 +205,8 @@ PLAYBOOK = """
 """
 
 
-@pytest.mark.foreign_python  # runs ansible-playbook against the checkout's collections/ (not in mutation's tree)
-def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path):
+@pytest.mark.foreign_python  # ansible-playbook runs the collection in another process (pytest.ini)
+def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path, collections_path):
     """The playbooks run roles with roles:, import_role and include_role (tasks_from too, as audit, restart and
     molecule's verify do): a role depending on gpuserve.sglang.gpuserve resolves its defaults from it each way."""
     role = tmp_path / "roles" / "probe"
@@ -218,13 +218,8 @@ def test_a_dependent_role_sees_the_shared_defaults_however_it_is_run(tmp_path):
         (role / "tasks" / (entry + ".yml")).write_text(
             "- ansible.builtin.debug: {msg: 'PROBE %s {{ probe_python }} {{ gpuserve_port }}'}\n" % entry)
     (tmp_path / "pb.yml").write_text(PLAYBOOK)
-    # a checkout resolves the collection through collections/; scripts/mutation's staging tree has no such link
-    # and holds the collection at ansible_collections/gpuserve/sglang itself
-    staged = os.path.normpath(HERE).split(os.sep)[-3:] == ["ansible_collections", "gpuserve", "sglang"]
-    collections = os.path.dirname(os.path.dirname(os.path.dirname(os.path.normpath(HERE)))) if staged \
-        else os.path.join(HERE, "collections")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(HERE, "ansible.cfg"),
-               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"), ANSIBLE_COLLECTIONS_PATH=collections,
+               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"), ANSIBLE_COLLECTIONS_PATH=collections_path,
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     playbook = shutil.which("ansible-playbook") or os.path.join(os.path.dirname(sys.executable),
                                                                 "ansible-playbook")
