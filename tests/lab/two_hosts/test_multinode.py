@@ -116,7 +116,9 @@ def test_a_change_stops_rank_0_first_and_starts_only_once_both_gates_passed(repl
     ct102 = [msg for t, msg in j["ct102"] if t >= t0]
     assert not [m for m in ct102[:[i for i, m in enumerate(ct102) if "shutdown received" in m][0]]
                 if "SIGTERM on node rank" in m or "exited with" in m], ct102
-    assert stop0 <= sent0 and stop0 - SKEW <= got1 <= end["ct102"] + SKEW, (stop0, sent0, got1, end)
+    # systemd logs "Stopping" once it has sent the stop signal (job_perform_on_unit), so rank 0's own "shutdown sent"
+    # can come a few ms before it (a CI run: 3.3 ms): the same SKEW
+    assert stop0 - SKEW <= sent0 and stop0 - SKEW <= got1 <= end["ct102"] + SKEW, (stop0, sent0, got1, end)
     # no node started before both were down and gated (the gates take longer than SKEW)
     assert max(end.values()) + SKEW < min(start.values()), (end, start)
     for name in NODES:
