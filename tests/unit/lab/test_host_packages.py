@@ -37,6 +37,8 @@ NOT_PACKAGED = {
     "/opt/wheels": "an optional local wheel directory (--find-links)",
     "/opt/gpuserve-lab/sglang.git": "inside the CT: the bind-mounted lab SGLang repository",
     "/etc/gpuserve-lab/gpusim.conf": "inside the CT: the SIMULATED GPU settings",
+    "/sys/fs/cgroup/cpuacct": "the kernel's cgroup v1 CPU accounting (the CI profile), not a package file",
+    "/sys/fs/cgroup/unified": "the kernel's cgroup v2 hierarchy (the CI profile), not a package file",
 }
 
 

@@ -1,0 +1,50 @@
+"""pytest plugin: one profile line per lab test (wall, CPU, the lab cgroups that moved) in $GPUSERVE_PROFILE, the
+file scripts/test writes its phases to (scripts/cpuprof.py). A test's cpu_s is the pytest process's own CPU and its
+waited-for children's (the ansible-playbook runs) plus the lab cgroups of its lane (GPUSERVE_LANE_CGROUPS, a
+comma-separated list of name prefixes; unset: every lab cgroup). Off when GPUSERVE_PROFILE is unset."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+import cpuprof  # noqa: E402  (scripts/cpuprof.py: stdlib only, shared with scripts/test)
+
+PROFILE = os.environ.get("GPUSERVE_PROFILE")
+LANE = os.environ.get("GPUSERVE_LANE", "")
+PREFIXES = tuple(p for p in os.environ.get("GPUSERVE_LANE_CGROUPS", "").split(",") if p)
+
+
+def counted(name):
+    return not PREFIXES or name.startswith(PREFIXES)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not PROFILE:
+        yield
+        return
+    before = cpuprof.snapshot(include_self=True)
+    outcome = {}
+    item.stash[_OUTCOME] = outcome
+    yield
+    after = cpuprof.snapshot(include_self=True)
+    row = dict(cpuprof.measure(before, after, counted), kind="test", name=item.nodeid,
+               outcome=outcome.get("outcome", "unknown"))
+    if LANE:
+        row["lane"] = LANE
+    cpuprof.append(PROFILE, row)
+
+
+_OUTCOME = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    result = yield
+    report = result.get_result()
+    outcome = item.stash.get(_OUTCOME, None)
+    if outcome is not None and (report.failed or call.when == "call"):
+        if report.failed or "outcome" not in outcome:
+            outcome["outcome"] = "failed (%s)" % call.when if report.failed else report.outcome

@@ -1,0 +1,81 @@
+"""scripts/cpuprof.py: the CI profile's figures (wall, CPU, the lab cgroups) and its top-N table."""
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import cpuprof  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def snap(t, busy, idle, own, cgroups):
+    return {"t": t, "busy": busy, "idle": idle, "own": own, "cgroups": cgroups}
+
+
+def test_measure_counts_own_cpu_and_the_cgroups_that_moved():
+    before = snap(10.0, 100.0, 50.0, 2.0, {"lxc.payload.101": 5.0, "gpuserve-lab.sshd-lab-pve": 1.0,
+                                          "lxc.payload.102": 7.0})
+    after = snap(12.5, 103.0, 51.0, 3.5, {"lxc.payload.101": 6.25, "gpuserve-lab.sshd-lab-pve": 1.5,
+                                         "lxc.payload.102": 7.0, "lxc.payload.103": 0.75})
+    row = cpuprof.measure(before, after)
+    assert row == {"wall_s": 2.5, "cpu_s": 1.5 + 1.25 + 0.5 + 0.75, "host_busy_s": 3.0, "host_idle_s": 1.0,
+                   "cgroups": {"lxc.payload.101": 1.25, "gpuserve-lab.sshd-lab-pve": 0.5, "lxc.payload.103": 0.75}}
+    # a lane counts only its own cgroups into cpu_s; the others still show
+    lane = cpuprof.measure(before, after, lambda name: name in ("lxc.payload.103",))
+    assert lane["cpu_s"] == 1.5 + 0.75 and len(lane["cgroups"]) == 3
+
+
+def test_cgroup_usage_reads_v1_and_v2_and_lab_cgroups_takes_the_first_hierarchy_with_any(tmp_path, monkeypatch):
+    v1, v2 = tmp_path / "cpuacct", tmp_path / "unified"
+    (v1 / "lxc.payload.101").mkdir(parents=True)
+    (v1 / "lxc.payload.101" / "cpuacct.usage").write_text("2500000000\n")
+    (v1 / "lxc.monitor.101").mkdir()  # not the container's own processes
+    (v1 / "lxc.monitor.101" / "cpuacct.usage").write_text("1\n")
+    (v1 / "other").mkdir()
+    (v2 / "gpuserve-lab.pve-api").mkdir(parents=True)
+    (v2 / "gpuserve-lab.pve-api" / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1000000\n")
+    monkeypatch.setattr(cpuprof, "CGROUP_ROOTS", (str(v1), str(v2)))
+    assert cpuprof.lab_cgroups() == {"lxc.payload.101": 2.5}
+    monkeypatch.setattr(cpuprof, "CGROUP_ROOTS", (str(tmp_path / "missing"), str(v2)))
+    assert cpuprof.lab_cgroups() == {"gpuserve-lab.pve-api": 1.5}
+    monkeypatch.setattr(cpuprof, "CGROUP_ROOTS", (str(tmp_path / "missing"),))
+    assert cpuprof.lab_cgroups() == {}
+
+
+def test_host_cpu_reads_busy_and_idle_from_proc_stat(monkeypatch, tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal
+    stat.write_text("cpu  100 20 30 400 50 6 4 10 0 0\ncpu0 1 2 3 4\n")
+    real_open = open
+    monkeypatch.setattr(cpuprof, "CLK_TCK", 10)
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(stat if path == "/proc/stat" else path,
+                                                                          *a, **k))
+    assert cpuprof.host_cpu() == (17.0, 45.0)
+
+
+def test_run_appends_one_phase_line_and_returns_the_commands_status(tmp_path, monkeypatch):
+    profile = tmp_path / "profile.jsonl"
+    monkeypatch.setenv("GPUSERVE_PROFILE", str(profile))
+    assert cpuprof.main(["run", "ok", "--", sys.executable, "-c", "sum(range(10 ** 6))"]) == 0
+    assert cpuprof.main(["run", "fails", "--", sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    rows = [json.loads(line) for line in profile.read_text().splitlines()]
+    assert [(r["kind"], r["name"], r["rc"]) for r in rows] == [("phase", "ok", 0), ("phase", "fails", 3)]
+    assert rows[0]["cpu_s"] > 0 and rows[0]["wall_s"] >= rows[0]["cpu_s"] * 0.5
+
+
+def test_run_without_a_separator_is_refused():
+    with pytest.raises(SystemExit, match="usage"):
+        cpuprof.main(["run", "name", "cmd"])
+
+
+def test_top_table_ranks_by_cpu_names_lanes_and_sums_each_kind():
+    rows = [{"kind": "phase", "name": "unit tests", "cpu_s": 50.0, "wall_s": 60.0, "host_busy_s": 55.0},
+            {"kind": "test", "name": "t::a", "cpu_s": 80.0, "wall_s": 90.0, "host_busy_s": 120.0, "lane": "fleet"},
+            {"kind": "test", "name": "t::b", "cpu_s": 5.0, "wall_s": 9.0, "host_busy_s": 6.0}]
+    lines = cpuprof.top_table(rows, 2).splitlines()
+    assert lines[1].split() == ["test", "80.0", "90.0", "120.0", "t::a", "[fleet]"]
+    assert lines[2].split()[-1] == "tests"
+    assert len(lines) == 1 + 2 + 2
+    assert lines[-2:] == ["all 1 phase items: cpu_s 50.0, wall_s 60.0", "all 2 test items: cpu_s 85.0, wall_s 99.0"]
