@@ -73,6 +73,46 @@ def lab_cgroups():
     return {}
 
 
+class CgroupMeter:
+    """The lab cgroups' CPU seconds accumulated while it runs, sampled every `interval` s in a thread: a container
+    restarted or destroyed meanwhile (LXC makes a new lxc.payload.VMID from 0, or removes it) keeps what it used
+    up to the last sample before, instead of losing it or going negative."""
+
+    def __init__(self, interval=0.5, read=None):
+        import threading
+        self.read = read or lab_cgroups
+        self.interval = interval
+        self.last = self.read()
+        self.total = {}
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self):
+        now = self.read()
+        with self.lock:
+            for name, seconds in now.items():
+                before = self.last.get(name, 0.0)
+                # less than before: a new cgroup of the same name (the container restarted), counted from 0
+                self.total[name] = self.total.get(name, 0.0) + (seconds - before if seconds >= before else seconds)
+            self.last = now
+
+    def _loop(self):
+        while not self.done.wait(self.interval):
+            self.sample()
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        """The accumulated {name: seconds}, after one last sample."""
+        self.done.set()
+        self.thread.join()
+        self.sample()
+        return dict(self.total)
+
+
 def own_cpu(include_self):
     """CPU seconds of this process's waited-for children, and of itself when include_self."""
     total = 0.0
@@ -83,16 +123,16 @@ def own_cpu(include_self):
     return total
 
 
-def snapshot(include_self=False):
+def snapshot(include_self=False, cgroups=None):
+    """The figures now; cgroups: the accumulated CPU seconds of a CgroupMeter (else the cgroups read now)."""
     busy, idle = host_cpu()
     return {"t": time.monotonic(), "busy": busy, "idle": idle, "own": own_cpu(include_self),
-            "cgroups": lab_cgroups()}
+            "cgroups": lab_cgroups() if cgroups is None else cgroups}
 
 
 def measure(before, after, cgroup_filter=None):
     """The item between two snapshots. cgroup_filter(name) -> bool: the cgroups counted into cpu_s (all if None).
-    A cgroup that appeared during the item counts from 0; one that disappeared is lost (LXC removes a destroyed
-    container's cgroup: its last seconds are not seen)."""
+    A cgroup that appeared during the item counts from 0."""
     moved = {}
     for name, seconds in after["cgroups"].items():
         delta = seconds - before["cgroups"].get(name, 0.0)
@@ -118,9 +158,10 @@ def cmd_run(argv):
     if "--" not in argv or argv.index("--") != 1:
         sys.exit("usage: scripts/cpuprof.py run NAME -- CMD...")
     name, cmd = argv[0], argv[2:]
-    before = snapshot()
+    meter = CgroupMeter().start()
+    before = snapshot(cgroups={})
     rc = subprocess.call(cmd)
-    after = snapshot()
+    after = snapshot(cgroups=meter.stop())
     row = dict(measure(before, after), kind="phase", name=name, rc=rc)
     append(os.environ.get("GPUSERVE_PROFILE"), row)
     return rc

@@ -25,11 +25,12 @@ def pytest_runtest_protocol(item, nextitem):
     if not PROFILE:
         yield
         return
-    before = cpuprof.snapshot(include_self=True)
+    meter = cpuprof.CgroupMeter().start()
+    before = cpuprof.snapshot(include_self=True, cgroups={})
     outcome = {}
     item.stash[_OUTCOME] = outcome
     yield
-    after = cpuprof.snapshot(include_self=True)
+    after = cpuprof.snapshot(include_self=True, cgroups=meter.stop())
     row = dict(cpuprof.measure(before, after, counted), kind="test", name=item.nodeid,
                outcome=outcome.get("outcome", "unknown"))
     if LANE:

@@ -2,6 +2,7 @@
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -79,3 +80,29 @@ def test_top_table_ranks_by_cpu_names_lanes_and_sums_each_kind():
     assert lines[2].split()[-1] == "tests"
     assert len(lines) == 1 + 2 + 2
     assert lines[-2:] == ["all 1 phase items: cpu_s 50.0, wall_s 60.0", "all 2 test items: cpu_s 85.0, wall_s 99.0"]
+
+
+def test_the_meter_keeps_a_restarted_or_destroyed_containers_seconds():
+    readings = iter([{"lxc.payload.101": 10.0},                          # at start
+                     {"lxc.payload.101": 12.0, "lxc.payload.102": 1.0},  # 101 used 2 s, 102 appeared
+                     {"lxc.payload.101": 0.5, "lxc.payload.102": 1.5},   # 101 restarted: a new cgroup from 0
+                     {"lxc.payload.102": 2.0}])                          # 101 destroyed
+    meter = cpuprof.CgroupMeter(read=lambda: next(readings))
+    meter.sample()
+    meter.sample()
+    meter.sample()
+    assert meter.total == {"lxc.payload.101": 2.5, "lxc.payload.102": 2.0}
+
+
+def test_the_meter_samples_in_its_thread_until_stopped():
+    values = {"n": 0.0}
+
+    def read():
+        values["n"] += 1.0
+        return {"lxc.payload.101": values["n"]}
+
+    meter = cpuprof.CgroupMeter(interval=0.01, read=read).start()
+    while values["n"] < 5:
+        time.sleep(0.005)
+    total = meter.stop()
+    assert total["lxc.payload.101"] == values["n"] - 1.0 and values["n"] >= 6
