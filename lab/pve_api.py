@@ -25,6 +25,7 @@ its errors are PVE's wording), but it keeps its guests in memory. This launcher
                       [--other-node NAME=CONFDIR ...]
     pve_api.py stop   --state-dir DIR
     pve_api.py status --state-dir DIR
+    pve_api.py images --state-dir DIR    (list the lab's installed images, after lab/lab image save)
     pve_api.py fault  --state-dir DIR lock VMID [--lock backup] | unlock VMID | task-error METHOD PATH [...]
                                       | start-error VMID MESSAGE | slow VMID [--op start] [--secs 5]
                                       | hang METHOD PATH [--secs 30] [--times N] | clear
@@ -48,6 +49,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAB_SCRIPT = os.path.join(HERE, 'lab')
 TEMPLATE = 'debian-12-standard_12.7-1_amd64.tar.zst'
+IMAGE_VOLUME = 'debian-12-gpuserve-lab-installed_1_amd64.tar.zst'  # lab/lab's IMAGE_VOLUME
 TOKEN_NAME = 'gpuserve'
 # Task types whose success the real container has to follow, and the lab commands that do it.
 HOOKS = {'vzcreate': ('ct-create',), 'vzdestroy': ('ct-destroy',), 'vzstart': ('ct-start',),
@@ -177,6 +179,23 @@ async def real_ct_state_async(vmid, wait=STATE_WAIT):
     return _ct_state_of(proc.returncode, out.decode(errors='replace'))
 
 
+def image_volumes(images_dir):
+    """{volume name: size} of the lab's installed images (lab/lab image save): IMAGES/NAME/rootfs and its `source`
+    note; their vztmpl volume is the lab's (lab/lab IMAGE_VOLUME) for the one image it makes, `installed`."""
+    found = {}
+    if images_dir and os.path.isdir(os.path.join(images_dir, 'installed', 'rootfs')):
+        found[IMAGE_VOLUME] = 3 * 1024 ** 3
+    return found
+
+
+def register_images(pve, images_dir):
+    """List the lab's images as templates of storage local (as an operator's own template after vzdump)."""
+    names = image_volumes(images_dir)
+    for name, size in names.items():
+        pve.store_file('local', name, size, content='vztmpl')
+    return sorted(names)
+
+
 def make_server(args, creds):
     # Imported here: `stop`, `status` and the clients need nothing but the standard library.
     from fakepve.lxc import FakeCt
@@ -209,7 +228,9 @@ def make_server(args, creds):
             if hook_script is None:
                 record['log'].append('lab: no executable {0}: fakepve only, no real container'.format(args.lab_script))
                 return
-            env = dict(os.environ, GPUSERVE_PVE_CONF=conf_path(ct), GPUSERVE_PVE_NODE=ct.node)
+            env = dict(os.environ, GPUSERVE_PVE_CONF=conf_path(ct), GPUSERVE_PVE_NODE=ct.node,
+                       # PVE's create unpacks the template it was given; the lab copies its image for its own
+                       GPUSERVE_PVE_OSTEMPLATE=self.__dict__.get('_ostemplates', {}).get(ct.vmid, ''))
             for cmd in commands:
                 argv = [hook_script, cmd, str(ct.vmid)]
                 proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
@@ -225,6 +246,11 @@ def make_server(args, creds):
                 if proc.returncode != 0:
                     last = text[-1] if text else 'no output'
                     raise TaskError('lab: {0} failed (exit {1}): {2}'.format(' '.join(argv), proc.returncode, last))
+
+        async def _lxc_create(self, user, v):
+            # the template is a create-only option: PVE keeps it in no config, so the create hook is told it
+            self.__dict__.setdefault('_ostemplates', {})[int(v['vmid'])] = v.get('ostemplate', '')
+            return await super()._lxc_create(user, v)
 
         async def _answer(self, request, handler, generic, path_node):
             # The lab's `hang` fault: requests METHOD ...PATH get no answer for SECS (PVE behind a stuck proxy, or
@@ -380,6 +406,7 @@ def make_server(args, creds):
     # community.proxmox and proxmoxer name a token by its user (api_user) and its name (api_token_id).
     pve.apitokens['{0}!{1}'.format(creds['api_user'], creds['api_token_id'])] = creds['api_token_secret']
     pve.store_file('local', TEMPLATE, 129 * 1024 ** 2, content='vztmpl')
+    register_images(pve, args.images_dir)
     # A directory storage for rootfs as well (real PVE's "local" takes rootdir too when configured so).
     pve.storages['local']['content'] = 'iso,vztmpl,backup,rootdir'
 
@@ -457,9 +484,10 @@ def restore_guests(pve, args):
 class Admin(object):
     """Fault injection and permissions, on a Unix socket only root can open. One JSON request per line."""
 
-    def __init__(self, pve, node):
+    def __init__(self, pve, node, images_dir=None):
         self.pve = pve
         self.node = node
+        self.images_dir = images_dir
 
     def ct(self, vmid):
         ct = self.pve.ct(int(vmid))
@@ -535,6 +563,9 @@ class Admin(object):
         if op == 'grant':
             pve.grant(req['user'], req['path'], *req['privs'])
             return {'ok': True}
+        if op == 'images':
+            # lab/lab image save made or replaced an image: list it
+            return {'ok': True, 'images': register_images(pve, self.images_dir)}
         if op == 'token':
             # Another API token (e.g. a non-root user's), for permission tests.
             pve.apitokens[req['tokenid']] = req['secret']
@@ -560,7 +591,7 @@ async def serve(args):
     pve = make_server(args, creds)
     restore_guests(pve, args)
     await pve.start(p['cert'], p['key'])
-    admin = Admin(pve, args.node)
+    admin = Admin(pve, args.node, args.images_dir)
     admin.base_time_scale = args.time_scale
     if os.path.exists(p['sock']):
         os.unlink(p['sock'])
@@ -648,7 +679,8 @@ def cmd_start(args):
         make_cert(args.state_dir, name='fakepve', hosts=(args.host,))
     argv = [sys.executable, os.path.abspath(__file__), 'serve', '--state-dir', args.state_dir, '--host', args.host,
             '--port', str(args.port), '--node', args.node, '--time-scale', str(args.time_scale),
-            '--lab-script', args.lab_script] + (['--no-hooks'] if args.no_hooks else [])
+            '--lab-script', args.lab_script] + (['--no-hooks'] if args.no_hooks else []) + \
+        (['--images-dir', args.images_dir] if args.images_dir else [])
     for item in args.other_node or ():
         argv += ['--other-node', item]
     for vmid in args.seed:
@@ -734,6 +766,11 @@ def cmd_fault(args):
         req['acl'] = args.acl
     admin_call(args.state_dir, req)
     print('fakepve fault: {0} set'.format(args.kind))
+    return 0
+
+
+def cmd_images(args):
+    print(' '.join(admin_call(args.state_dir, {'op': 'images'})['images']))
     return 0
 
 
@@ -832,8 +869,10 @@ def main(argv=None):
         sp.add_argument('--no-hooks', action='store_true', help='fakepve only: never touch a real container')
         sp.add_argument('--seed', type=int, action='append', default=None,
                         help='seed these vmids from existing real containers (default 101)')
+        sp.add_argument('--images-dir', help="the lab's installed images (lab/lab image save), listed as templates")
     add('stop')
     add('status')
+    add('images')
     sp = add('fault')
     fsub = sp.add_subparsers(dest='kind', required=True)
     f = fsub.add_parser('lock', help="leave the CT locked ('CT is locked (backup)')")
@@ -883,7 +922,7 @@ def main(argv=None):
         asyncio.run(serve(args))
         return 0
     return {'start': cmd_start, 'stop': cmd_stop, 'status': cmd_status, 'fault': cmd_fault,
-            'grant': cmd_grant}.get(args.cmd, lambda a: cmd_pct(a, extra))(args)
+            'grant': cmd_grant, 'images': cmd_images}.get(args.cmd, lambda a: cmd_pct(a, extra))(args)
 
 
 if __name__ == '__main__':

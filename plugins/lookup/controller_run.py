@@ -37,7 +37,8 @@ _raw:
   description:
     - Without O(check), one dict with C(host), C(boot_id), C(pid), C(start_ticks) (the process start in clock
       ticks after boot, which tells a reused PID apart), C(started) (ISO 8601 UTC), C(user) and C(playbooks) (the
-      command line's arguments ending in C(.yml) or C(.yaml)).
+      playbooks on its command line, as C(ansible-playbook)'s own parser reads them: an inventory or vars file
+      given with C(-i) or C(-e @FILE) is not one).
     - With O(check), one of V(alive), V(dead), V(unknown).
   type: list
   elements: raw
@@ -90,6 +91,24 @@ def boot_time(proc='/proc'):
     raise ValueError('no btime in %s/stat' % proc)
 
 
+def playbooks_of(argv):
+    """The playbooks on a command line [python, .../ansible-playbook, ARGS...]: ansible-playbook's own parser's
+    positional arguments (an option's value, such as -i inventory/x.yml, is none), read after the ansible-playbook
+    program itself. A line that parser refuses falls back to every argument ending in .yml or .yaml."""
+    rest = list(argv[1:])
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg).startswith('ansible-playbook'):
+            rest = list(argv[i + 1:])
+            break
+    try:
+        from ansible.cli.playbook import PlaybookCLI  # pylint: disable=import-outside-toplevel
+        cli = PlaybookCLI(['ansible-playbook'] + rest)
+        cli.init_parser()
+        return list(cli.parser.parse_known_args(rest)[0].args)
+    except (Exception, SystemExit):  # pylint: disable=broad-except
+        return [a for a in rest if a.endswith(('.yml', '.yaml'))]
+
+
 def identity(pid=None, proc='/proc', hostname=socket.gethostname, user=getpass.getuser):
     pid = controller_pid(os.getpid() if pid is None else pid, proc)
     ticks = _stat(pid, proc)[1]
@@ -97,7 +116,7 @@ def identity(pid=None, proc='/proc', hostname=socket.gethostname, user=getpass.g
     argv = [a.decode(errors='replace') for a in (_cmdline(pid, proc) or b'').split(b'\0') if a]
     return dict(host=hostname(), boot_id=boot_id(proc), pid=pid, start_ticks=ticks,
                 started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started)), user=user(),
-                playbooks=[a for a in argv[1:] if a.endswith(('.yml', '.yaml'))])
+                playbooks=playbooks_of(argv))
 
 
 def state(run, proc='/proc', hostname=socket.gethostname):

@@ -19,29 +19,27 @@ import time
 
 import pytest
 
-from labutil import HELPER, LAB_MARKS, VMID, finish, pct, playbook, wait_ready
+import lanes
+from labutil import HELPER, HOST, LAB_MARKS, NODE, VMID, ct_status, finish, node_env, pct, playbook, wait_ready
 
 pytestmark = LAB_MARKS
 
 RESTART = "playbooks/restart_server.yml"
 DEPLOY = "playbooks/deploy_eagle3.yml"
 STATE_DIR = "/var/lib/gpuserve"
-LAB_SSHD_PORT = 2222  # inventory/lab: ansible_port of the lab "PVE host"
+LAB_SSHD_PORT = lanes.ssh_port(NODE)  # the lane's "PVE host": its own sshd (tests/lab/lanes.py)
 
-# point, the task whose banner marks it, seconds after the banner, how to interrupt. CI leaves out (lab_full) the
-# two kill points that sit next to a kept one in the same phase: about 2 minutes each, for its 90-minute limit
-# (docs/testing.md); `pytest -m lab` runs all six.
-FULL = pytest.mark.lab_full
-CASES = [
-    pytest.param("after the stop", "Lifecycle | note the stop", 0.0, "kill", marks=FULL),
+# point, the task whose banner marks it, seconds after the banner, how to interrupt: every one runs in CI (lane
+# faults, tests/lab/lanes.py).
+CASES = [pytest.param(*case, id=case[0]) for case in [
+    ("after the stop", "Lifecycle | note the stop", 0.0, "kill"),
     ("after the release and gate", "Lifecycle | start the unit", 0.0, "kill"),
-    pytest.param("after the start, before readiness", "Lifecycle | wait for /health_generate", 0.3, "kill",
-                 marks=FULL),
+    ("after the start, before readiness", "Lifecycle | wait for /health_generate", 0.3, "kill"),
     ("while writing the manifest", "Lifecycle | write the deployment manifest", 0.2, "kill"),
     ("SSH cut once during the readiness wait", "Lifecycle | wait for /health_generate", 0.5, "cut"),
     ("the container stopped behind our back during the readiness wait", "Lifecycle | wait for /health_generate",
      0.5, "ct-stop"),
-]
+]]
 
 
 @pytest.fixture
@@ -66,7 +64,7 @@ def read_until(proc, banner, limit=300):
 
 
 def lab_sshd_sessions():
-    """PIDs of the per-connection sshd processes of the lab "PVE host" (children of the sshd on port 2222)."""
+    """PIDs of the per-connection sshd processes of the lane's "PVE host" (children of its sshd)."""
     out = subprocess.run(["ss", "-Hltnp", "sport = :%d" % LAB_SSHD_PORT], capture_output=True, text=True,
                          check=True).stdout
     masters = {int(part.split("=")[1]) for part in out.replace(",", " ").split() if part.startswith("pid=")}
@@ -89,7 +87,7 @@ def interrupt(proc, how):
         for pid in sessions:
             os.kill(pid, signal.SIGKILL)
     else:
-        subprocess.run(["/usr/sbin/pct", "stop", VMID], check=True, capture_output=True, timeout=120)
+        subprocess.run(["/usr/sbin/pct", "stop", VMID], check=True, capture_output=True, timeout=120, env=node_env())
     rc, out = finish(proc)
     # the run's own account: the task that failed and what its rollback did
     said = [line.strip() for line in out.splitlines()
@@ -129,8 +127,7 @@ def report(row):
             handle.write(json.dumps(row) + "\n")
 
 
-@pytest.mark.parametrize("point, banner, after, how", CASES,
-                         ids=[(c.values if hasattr(c, "values") else c)[0] for c in CASES])
+@pytest.mark.parametrize("point, banner, after, how", CASES)
 def test_an_interrupted_restart_converges_on_the_next_deploy(served, point, banner, after, how):
     proc = playbook(RESTART)
     before = read_until(proc, banner)
@@ -138,8 +135,8 @@ def test_an_interrupted_restart_converges_on_the_next_deploy(served, point, bann
     ended, rest = interrupt(proc, how)
     if how == "ct-stop":  # the run says what happened, not just that a check failed
         assert "container %s is not running (status: stopped on " % VMID in rest, rest[-3000:]
-    ct = subprocess.run(["/usr/sbin/pct", "status", VMID], capture_output=True, text=True, check=True).stdout
-    unit_after = ("%s (%s)" % (unit("ActiveState"), unit("SubState")) if ct == "status: running\n"
+    ct = ct_status()
+    unit_after = ("%s (%s)" % (unit("ActiveState"), unit("SubState")) if ct == "status: running"
                   else "container " + ct.split(":", 1)[1].strip())
 
     start = time.monotonic()
@@ -152,7 +149,7 @@ def test_an_interrupted_restart_converges_on_the_next_deploy(served, point, bann
     assert str(manifest["main_pid"]) == unit("MainPID"), (manifest["main_pid"], unit("MainPID"))
     status = json.loads(pct("/usr/bin/python3", HELPER, "lock", "status").stdout)
     assert status == {"held": False, "owner": {}}, status
-    recap = [line for line in out.splitlines() if line.startswith("ct101")]
+    recap = [line for line in out.splitlines() if line.startswith(HOST)]
     report({"point": point, "interrupted_run": ended, "unit_after": unit_after,
             "next_deploy": "rc 0, " + " ".join(recap[-1].split()[2:4]) if recap else "rc 0",
             "to_serving_s": round(to_serving, 1)})

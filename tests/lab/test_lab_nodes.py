@@ -1,10 +1,12 @@
-"""The lab's two PVE hosts on one machine (docs/lab.md, "Two PVE hosts on one machine"): node lab-pve2 answers on
+"""The lab's PVE hosts on one machine (docs/lab.md, "Several PVE hosts on one machine"): node lab-pve2 answers on
 its own sshd, each node's pct refuses the other node's container as a real PVE node does, each node's SIMULATED
-nvidia-smi counts only holders of its own GPU files, and fakepve serves both nodes, a container it creates on
+nvidia-smi counts only holders of its own GPU files, and fakepve serves every node, a container it creates on
 lab-pve2 getting that node's GPU files.
 
 CT 192 is created on lab-pve2 through fakepve's API for this module and destroyed afterwards; CT 101 and its server
-are not touched. Needs `lab/lab up`.
+are not touched (only read). Runs in lane `fleet` (tests/lab/lanes.py), before its package takes lab-pve2 and
+lab-pve4: the GPU-holder test holds and reads GPUs of those two nodes only, which no other lane's server uses.
+Needs `lab/lab up`.
 """
 import os
 import subprocess
@@ -13,7 +15,8 @@ import time
 
 import pytest
 
-from labutil import LAB_MARKS, ROOT, VMID
+import lanes
+from labutil import LAB_MARKS, ROOT
 
 pytestmark = LAB_MARKS
 
@@ -21,11 +24,12 @@ sys.path.insert(0, os.path.join(ROOT, "lab"))
 import pve_api  # noqa: E402
 
 STATE = "/var/lib/gpuserve-lab"
-NODE1, NODE2 = "lab-pve", "lab-pve2"
-GPUS = {NODE1: STATE + "/gpus", NODE2: STATE + "/nodes/lab-pve2/gpus"}
-SSH_PORT = {NODE1: "2222", NODE2: "2223"}
-SSH_ADDR = {NODE1: "127.0.0.1", NODE2: "127.0.0.2"}
+NODE1, NODE2, NODE4 = "lab-pve", "lab-pve2", "lab-pve4"
+GPUS = {n: lanes.node_dir(n) + "/gpus" for n in lanes.NODES}
+SSH_PORT = {n: str(lanes.ssh_port(n)) for n in lanes.NODES}
+SSH_ADDR = {n: lanes.ssh_addr(n) for n in lanes.NODES}
 CT = "192"  # on lab-pve2; no other lab test uses it
+VMID = "101"  # the lab's CT on lab-pve (scripts/deploy's), only read here
 TEMPLATE = "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
 LAB = os.path.join(ROOT, "lab", "lab")
 
@@ -122,10 +126,10 @@ def test_pct_on_each_node_refuses_the_other_nodes_container(ct192):
 
 # ---- SIMULATED GPUs: each node's nvidia-smi counts holders of its own files only --------------------------------
 
-@pytest.mark.parametrize("holder_node,other_node", [(NODE2, NODE1), (NODE1, NODE2)])
+@pytest.mark.parametrize("holder_node,other_node", [(NODE2, NODE4), (NODE4, NODE2)])
 def test_a_host_process_holding_one_nodes_gpu_counts_on_that_node_only(holder_node, other_node):
     gpu, mib = 3, 1234
-    before = {n: used(n, gpu) for n in (NODE1, NODE2)}  # node 1's GPUs may hold the deployed server
+    before = {n: used(n, gpu) for n in (NODE4, NODE2)}
     holder = subprocess.Popen(["python3", "-c", "import sys, time; f = open(sys.argv[1], 'rb'); time.sleep(30)",
                                "%s/nvidia%d" % (GPUS[holder_node], gpu)], env=dict(os.environ, GPUSIM_MIB=str(mib)))
     try:
@@ -159,7 +163,7 @@ def test_the_nodes_gpus_have_their_own_uuids_and_bus_ids():
 # ---- fakepve: one API for both nodes ---------------------------------------------------------------------------
 
 def test_the_api_serves_both_nodes_and_a_ct_on_lab_pve2_gets_its_gpu_files(api, ct192):
-    assert {n["node"] for n in api.nodes.get()} == {NODE1, NODE2}
+    assert {n["node"] for n in api.nodes.get()} == set(lanes.NODES)
     assert int(CT) in [int(c["vmid"]) for c in api.nodes(NODE2).lxc.get()]
     assert int(CT) not in [int(c["vmid"]) for c in api.nodes(NODE1).lxc.get()]
     assert [r["node"] for r in api.cluster.resources.get(type="vm") if int(r["vmid"]) == int(CT)] == [NODE2]

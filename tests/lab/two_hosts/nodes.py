@@ -1,5 +1,6 @@
-"""What the two-host lab tests share: CT 101 on lab-pve and CT 102 on lab-pve2 (the lab's second PVE host), each with
-that host's SIMULATED GPUs 0-3, on the lab bridge; deployed by deploy_eagle3.yml with the overlay hosts.yml."""
+"""What the two-host lab tests share: CT 104 on lab-pve4 and CT 102 on lab-pve2 (two of the lab's PVE hosts: lane
+`fleet`, tests/lab/lanes.py), each with that host's SIMULATED GPUs 0-3, on the lab bridge; deployed by
+deploy_eagle3.yml with the lane's overlay, hosts.yml (labutil.playbook adds it and --limit)."""
 import datetime
 import json
 import os
@@ -8,8 +9,7 @@ import re
 from gatewayutil import run
 from labutil import finish, playbook
 
-OVERLAY = "tests/lab/two_hosts/hosts.yml"
-NODES = {"ct101": {"vmid": "101", "pve": "lab-pve", "ip": "10.66.0.101"},
+NODES = {"ct104": {"vmid": "104", "pve": "lab-pve4", "ip": "10.66.0.104"},
          "ct102": {"vmid": "102", "pve": "lab-pve2", "ip": "10.66.0.102"}}
 MANIFEST = "/var/lib/gpuserve/sglang-manifest.json"
 
@@ -42,7 +42,7 @@ def main_pid(name):
 def deploy(*extra, limit=1800, **evars):
     """deploy_eagle3.yml with the overlay; extra vars fleet_changes (every container), fleet_ct102_changes and any
     other given."""
-    argv = ["-i", OVERLAY] + (["-e", json.dumps(evars)] if evars else []) + list(extra)
+    argv = (["-e", json.dumps(evars)] if evars else []) + list(extra)  # playbook(): the lane's overlay, --limit
     return finish(playbook("playbooks/deploy_eagle3.yml", *argv), limit=limit)
 
 

@@ -1,9 +1,9 @@
 """The fleet (issue 14, items 3-5): two replicas deployed by playbooks/deploy_eagle3.yml behind the real SMG 1.13.0,
 rolled one at a time under a bounded load.
 
-The package's two containers (conftest.py): CT 101 on lab-pve with its SIMULATED GPUs 0-3 and CT 102 on lab-pve2, the
+The package's two containers (conftest.py): CT 104 on lab-pve4 with its SIMULATED GPUs 0-3 and CT 102 on lab-pve2, the
 lab's second PVE host, with that host's GPUs 0-3 (tp 4 each, derived from gpuserve_gpus), both on the lab's
-host-only bridge (10.66.0.101, .102) and listening there; the gateway runs in CT 100 (10.66.0.100). The module's
+host-only bridge (10.66.0.104, .102) and listening there; the gateway runs in CT 100 (10.66.0.100). The module's
 fixture makes CT 100, deploys the gateway with no worker, then deploys the fleet: nothing restarts, and each replica
 registers itself with the gateway. CT 100 is destroyed afterwards. Needs `lab/lab up`.
 """
@@ -15,7 +15,7 @@ import pytest
 from gatewayutil import Load, Watch, gateway_container, gateway_faults, key, latency_summary, workers
 from labutil import LAB_MARKS, finish, playbook, wait_for
 
-from .nodes import NODES, OVERLAY, arg, deploy, epoch, first_failure, in_ct, main_pid, manifest, on_pve, recap, \
+from .nodes import NODES, arg, deploy, epoch, first_failure, in_ct, main_pid, manifest, on_pve, recap, \
     served_argv, MANIFEST
 
 pytestmark = LAB_MARKS
@@ -46,7 +46,7 @@ def all_healthy():
 @pytest.fixture(scope="module")
 def fleet(two_hosts):
     with gateway_container():
-        code, out = finish(playbook("playbooks/gateway.yml", "-i", OVERLAY, "-e", '{"sglang_gateway_workers": []}'),
+        code, out = finish(playbook("playbooks/gateway.yml", "-e", '{"sglang_gateway_workers": []}'),
                            limit=600)
         assert code == 0, out[-4000:]
         code, out = deploy_fleet()
@@ -55,7 +55,7 @@ def fleet(two_hosts):
 
 
 def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(two_hosts, fleet):
-    assert recap(two_hosts, "ct102")[0] > 0 and recap(two_hosts, "ct101")[0] > 0
+    assert recap(two_hosts, "ct102")[0] > 0 and recap(two_hosts, "ct104")[0] > 0
     # behind the gateway now, without a restart: each registered itself
     flat = " ".join(fleet.split())
     assert flat.count("no restart: the running server matches its verified manifest") == 2, fleet[-3000:]
@@ -79,14 +79,14 @@ def test_a_change_rolls_across_both_replicas_one_at_a_time_with_no_failed_reques
         code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.8})
         time.sleep(2)
     assert code == 0, first_failure(out)
-    assert recap(out, "ct101")[0] > 0 and recap(out, "ct102")[0] > 0
+    assert recap(out, "ct104")[0] > 0 and recap(out, "ct102")[0] > 0
     assert load.failed() == [], load.failed()[:5]
     assert gateway_faults() == faults, "the gateway retried requests or saw worker errors during the rollout"
     # at every look the gateway had a healthy replica to route to, and each replica was out at some point
     assert watch.healthy_counts() and min(watch.healthy_counts()) >= 1, watch.seen
-    first, second = manifest("ct101"), manifest("ct102")
+    first, second = manifest("ct104"), manifest("ct102")
     assert first["times"]["done"] <= second["times"]["begin"], "the replicas restarted at the same time"
-    for name, m in (("ct101", first), ("ct102", second)):
+    for name, m in (("ct104", first), ("ct102", second)):
         url = REPLICAS[name][1]
         stopped, ready = restart_window(m)
         out_at = watch.out_times(url)
@@ -100,16 +100,16 @@ def test_a_change_rolls_across_both_replicas_one_at_a_time_with_no_failed_reques
     before = latency_summary([r for r in load.results if r["ended"] < t0])
     during = latency_summary([r for r in load.results if r["began"] >= t0 and r["ended"] <= t1])
     assert before[0] and during[0], (before, during)  # requests before and during the rollout to compare
-    counts = (len(load.to(REPLICAS["ct101"][1])), len(load.to(REPLICAS["ct102"][1])))
+    counts = (len(load.to(REPLICAS["ct104"][1])), len(load.to(REPLICAS["ct102"][1])))
     print("FLEET ROLLOUT requests=%d failed=0 rollout_s=%.1f before: n=%d p50=%.3f p99=%.3f during: n=%d p50=%.3f "
-          "p99=%.3f to_ct101=%d to_ct102=%d" % ((len(load.results), t1 - t0) + before + during + counts))
+          "p99=%.3f to_ct104=%d to_ct102=%d" % ((len(load.results), t1 - t0) + before + during + counts))
 
 
 def test_a_rerun_changes_nothing_on_the_replicas_or_at_the_gateway(fleet):
     ids = {url: w["id"] for url, w in workers().items()}
     pids = {name: main_pid(name) for name in REPLICAS}
     code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.8})
-    assert code == 0 and recap(out, "ct101") == (0, 0) and recap(out, "ct102") == (0, 0), out[-3000:]
+    assert code == 0 and recap(out, "ct104") == (0, 0) and recap(out, "ct102") == (0, 0), out[-3000:]
     assert {url: w["id"] for url, w in workers().items()} == ids
     assert {name: main_pid(name) for name in REPLICAS} == pids
 
@@ -123,10 +123,10 @@ def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_
                                  fleet_ct102_changes={"host": "192.0.2.1"})
         time.sleep(2)
     flat = " ".join(out.split())
-    assert code != 0 and recap(out, "ct101")[1] == 0 and recap(out, "ct102")[1] == 1, out[-3000:]
+    assert code != 0 and recap(out, "ct104")[1] == 0 and recap(out, "ct102")[1] == 1, out[-3000:]
     assert "Rollback: done" in flat and "error while attempting to bind" in flat, out[-3000:]
     assert re.search(r"the rollout stopped at ct102 \(its failure is above\)\. Which replica runs which config: "
-                     r"ct101: updated in this run; serves args [0-9a-f]{10}, SGLang [0-9a-f]{12} \(deploy, [^)]+\) \| "
+                     r"ct104: updated in this run; serves args [0-9a-f]{10}, SGLang [0-9a-f]{12} \(deploy, [^)]+\) \| "
                      r"ct102: FAILED in this run; rollback: done: .*; last manifest: args [0-9a-f]{10}, SGLang "
                      r"[0-9a-f]{12} \(rollback, [^)]+\), written by this run", flat), out[-3000:]
     assert load.failed() == [], load.failed()[:5]
@@ -134,7 +134,7 @@ def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_
     assert min(watch.healthy_counts()) >= 1, watch.seen
     wait_for(all_healthy, 60, "CT 102 back, ready and healthy at the gateway")
     # replica 1 runs the new config; replica 2 its last verified one, verified by the same lifecycle
-    assert arg(served_argv("ct101"), "--mem-fraction-static") == "0.75"
+    assert arg(served_argv("ct104"), "--mem-fraction-static") == "0.75"
     m = manifest("ct102")
     assert m["phase"] == "rollback" and m["gate"]["passed"] is True and m["env_proof"]["ok"] is True, m
     assert served_argv("ct102") == before and "192.0.2.1" not in m["argv"]
@@ -147,8 +147,8 @@ def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(fleet):
     code, out = deploy_fleet("-e", '{"sglang_server_gateway_keep_healthy": 2}',
                              fleet_changes={"mem_fraction_static": 0.7})
     flat = " ".join(out.split())
-    assert code != 0 and recap(out, "ct101")[1] == 1, out[-3000:]
-    assert ("not taking %s out of the gateway: 1 other worker(s) are ready and healthy" % REPLICAS["ct101"][1]) in flat
+    assert code != 0 and recap(out, "ct104")[1] == 1, out[-3000:]
+    assert ("not taking %s out of the gateway: 1 other worker(s) are ready and healthy" % REPLICAS["ct104"][1]) in flat
     assert "keep_healthy asks for 2; nothing was changed" in flat and "Rollback: not needed" in flat
     assert "ct102: not reached (the rollout stopped first)" in flat, out[-3000:]
     # nothing stopped, nothing re-registered, and CT 102 was not touched

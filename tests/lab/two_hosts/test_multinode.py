@@ -1,4 +1,4 @@
-"""One SGLang server over two PVE hosts (issue 15): CT 101 on lab-pve (rank 0) and CT 102 on lab-pve2 (rank 1), each
+"""One SGLang server over two PVE hosts (issue 15): CT 104 on lab-pve4 (rank 0) and CT 102 on lab-pve2 (rank 1), each
 with its host's SIMULATED GPUs 0-3, tp 8 over both, --dist-init-addr on the lab bridge, deployed by
 playbooks/deploy_eagle3.yml with -e gpuserve_serial=2.
 
@@ -18,7 +18,7 @@ import yaml
 
 from labutil import LAB_MARKS, ROOT, finish, playbook
 
-from .nodes import NODES, OVERLAY, arg, deploy, first_failure, in_ct, main_pid, manifest, on_pve, recap, served_argv
+from .nodes import NODES, arg, deploy, first_failure, in_ct, main_pid, manifest, on_pve, recap, served_argv
 
 pytestmark = LAB_MARKS
 
@@ -72,24 +72,24 @@ def replica(two_hosts):
 
 def test_one_server_runs_over_both_hosts(replica):
     out, _t0 = replica
-    assert recap(out, "ct101")[0] > 0 and recap(out, "ct102")[0] > 0
+    assert recap(out, "ct104")[0] > 0 and recap(out, "ct102")[0] > 0
     m = {name: manifest(name) for name in NODES}
-    for rank, name in enumerate(("ct101", "ct102")):
+    for rank, name in enumerate(("ct104", "ct102")):
         argv = served_argv(name)
         assert (arg(argv, "--nnodes"), arg(argv, "--node-rank"), arg(argv, "--tp-size")) == ("2", str(rank), "8")
-        assert arg(argv, "--dist-init-addr") == "10.66.0.101:20000"
-        assert m[name]["replica"] == {"name": "kimi", "nnodes": 2, "node_rank": rank, "nodes": ["ct101", "ct102"],
-                                      "through": "ct101"}
+        assert arg(argv, "--dist-init-addr") == "10.66.0.104:20000"
+        assert m[name]["replica"] == {"name": "kimi", "nnodes": 2, "node_rank": rank, "nodes": ["ct104", "ct102"],
+                                      "through": "ct104"}
         # every process of every node carries the one NCCL set, the cross-node settings included
         assert m[name]["env_proof"]["ok"] is True and m[name]["env_proof"]["schedulers"] == 4, m[name]["env_proof"]
         assert m[name]["env"]["NCCL_SOCKET_IFNAME"] == "eth0" and m[name]["env"]["GLOO_SOCKET_IFNAME"] == "eth0"
         # the gate read this node's own PVE host: its GPUs 0-3 by that host's UUIDs
         assert sorted(g["uuid"] for g in m[name]["gate"]["gpus"]) == sorted(uuids(name)[i] for i in range(4))
-    assert m["ct101"]["run"] == m["ct102"]["run"] and m["ct101"]["run"], "one run wrote both manifests"
-    assert m["ct102"]["generation"] == m["ct101"]["generation"] and m["ct101"]["generation"]["text"]
-    assert not set(uuids("ct101").values()) & set(uuids("ct102").values()), "the two hosts have different GPUs"
+    assert m["ct104"]["run"] == m["ct102"]["run"] and m["ct104"]["run"], "one run wrote both manifests"
+    assert m["ct102"]["generation"] == m["ct104"]["generation"] and m["ct104"]["generation"]["text"]
+    assert not set(uuids("ct104").values()) & set(uuids("ct102").values()), "the two hosts have different GPUs"
     # global TP ranks: 0-3 on rank 0's node, 4-7 on rank 1's; each holds its own host's GPUs 0-3
-    for name, ranks in (("ct101", range(0, 4)), ("ct102", range(4, 8))):
+    for name, ranks in (("ct104", range(0, 4)), ("ct102", range(4, 8))):
         titles = in_ct(name, "ps", "-eo", "args").split()
         assert sorted(t for t in titles if t.startswith("sglang::scheduler")) == sorted(
             "sglang::scheduler_TP%d" % r for r in ranks)
@@ -101,10 +101,10 @@ def test_a_change_stops_rank_0_first_and_starts_only_once_both_gates_passed(repl
     t0 = time.time()
     code, out = deploy_replica(CHANGED)
     assert code == 0, first_failure(out)
-    assert recap(out, "ct101")[0] > 0 and recap(out, "ct102")[0] > 0
+    assert recap(out, "ct104")[0] > 0 and recap(out, "ct102")[0] > 0
     j = {name: journal(name, t0 - 1) for name in NODES}
-    stop0 = first(j["ct101"], "Stopping sglang.service", after=t0)
-    sent0 = first(j["ct101"], "shutdown sent", after=t0)
+    stop0 = first(j["ct104"], "Stopping sglang.service", after=t0)
+    sent0 = first(j["ct104"], "shutdown sent", after=t0)
     got1 = first(j["ct102"], "shutdown received", after=t0)
     end = {name: first(j[name], "Deactivated successfully", "Stopped sglang.service", "Main process exited",
                        after=t0) for name in NODES}
@@ -127,7 +127,7 @@ def test_a_change_stops_rank_0_first_and_starts_only_once_both_gates_passed(repl
         assert arg(m["argv"], "--max-running-requests") == "16"
     totals = tuple(manifest(name)["times"]["total_s"] for name in NODES)
     print("MULTINODE RESTART rank0_stop_to_rank1_shutdown_s=%+.3f both_down_to_first_start_s=%.3f "
-          "total_ct101_s=%s total_ct102_s=%s" % ((got1 - stop0, min(start.values()) - max(end.values())) + totals))
+          "total_ct104_s=%s total_ct102_s=%s" % ((got1 - stop0, min(start.values()) - max(end.values())) + totals))
 
 
 def test_held_gpu_memory_on_rank_1_blocks_the_start_on_both_hosts(replica, monkeypatch):
@@ -139,10 +139,10 @@ def test_held_gpu_memory_on_rank_1_blocks_the_start_on_both_hosts(replica, monke
         deadline = time.time() + 30
         while gpu_used("ct102")[2] < before["ct102"] + 4096 and time.time() < deadline:
             time.sleep(0.2)
-        # lab-pve2's GPU 2 holds the 4 GiB more; lab-pve's GPU 2 does not see them
-        assert gpu_used("ct102")[2] == before["ct102"] + 4096 and gpu_used("ct101")[2] == before["ct101"]
+        # lab-pve2's GPU 2 holds the 4 GiB more; lab-pve4's GPU 2 does not see them
+        assert gpu_used("ct102")[2] == before["ct102"] + 4096 and gpu_used("ct104")[2] == before["ct104"]
         t0 = time.time()
-        proc = playbook("playbooks/deploy_eagle3.yml", "-i", OVERLAY, "-e", json.dumps(dict(
+        proc = playbook("playbooks/deploy_eagle3.yml", "-e", json.dumps(dict(
             MULTI, fleet_changes=CHANGED, sglang_server_force_restart=True, sglang_server_gate_timeout=8,
             sglang_server_unit_gate_timeout=120)))  # the unit stays as it is
         seen = []
@@ -158,12 +158,12 @@ def test_held_gpu_memory_on_rank_1_blocks_the_start_on_both_hosts(replica, monke
         holder.kill()
         holder.wait()
     flat = " ".join(out.split())
-    assert code != 0 and recap(out, "ct101")[1] == 1 and recap(out, "ct102")[1] == 1, out[-3000:]
+    assert code != 0 and recap(out, "ct104")[1] == 1 and recap(out, "ct102")[1] == 1, out[-3000:]
     assert "ct102 of replica kimi failed before 'deploy: GPUs free'" in flat, first_failure(out)
     assert "gate timed out" in flat, first_failure(out)
     # each node's run ends with the whole replica's outcome: it rolled back, and so did the other node
-    assert "ct101: FAILED in this run; rollback: done" in flat and "ct102: rolled back in this run" in flat, out[-4000:]
-    assert "ct102: FAILED in this run; rollback: done" in flat and "ct101: rolled back in this run" in flat, out[-4000:]
+    assert "ct104: FAILED in this run; rollback: done" in flat and "ct102: rolled back in this run" in flat, out[-4000:]
+    assert "ct102: FAILED in this run; rollback: done" in flat and "ct104: rolled back in this run" in flat, out[-4000:]
     for name in NODES:
         starts = [t for t, msg in journal(name, t0 - 1) if t >= t0 and "Starting sglang.service" in msg]
         # the only start is the rollback's, after the GPU was freed: rank 0 did not start while rank 1's was held
@@ -177,10 +177,10 @@ def test_a_failed_rank_1_start_rolls_back_both_nodes(replica):
     # SGLang accepts the address; CT 102 has no such address, so its start fails after both nodes stopped
     code, out = deploy_replica(dict(CHANGED, max_running_requests=8), fleet_ct102_changes={"host": "192.0.2.1"})
     flat = " ".join(out.split())
-    assert code != 0 and recap(out, "ct101")[1] == 1 and recap(out, "ct102")[1] == 1, out[-3000:]
+    assert code != 0 and recap(out, "ct104")[1] == 1 and recap(out, "ct102")[1] == 1, out[-3000:]
     assert "error while attempting to bind" in flat, first_failure(out)
-    assert "ct101: FAILED in this run; rollback: done" in flat and "ct102: rolled back in this run" in flat, out[-4000:]
-    assert "ct102: FAILED in this run; rollback: done" in flat and "ct101: rolled back in this run" in flat, out[-4000:]
+    assert "ct104: FAILED in this run; rollback: done" in flat and "ct102: rolled back in this run" in flat, out[-4000:]
+    assert "ct102: FAILED in this run; rollback: done" in flat and "ct104: rolled back in this run" in flat, out[-4000:]
     for name in NODES:
         m = manifest(name)
         assert m["phase"] == "rollback" and m["env_proof"]["ok"] is True, m
@@ -191,5 +191,5 @@ def test_a_failed_rank_1_start_rolls_back_both_nodes(replica):
 def test_a_rerun_changes_nothing(replica):
     pids = {name: main_pid(name) for name in NODES}
     code, out = deploy_replica(CHANGED)
-    assert code == 0 and recap(out, "ct101") == (0, 0) and recap(out, "ct102") == (0, 0), out[-3000:]
+    assert code == 0 and recap(out, "ct104") == (0, 0) and recap(out, "ct102") == (0, 0), out[-3000:]
     assert {name: main_pid(name) for name in NODES} == pids

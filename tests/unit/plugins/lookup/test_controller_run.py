@@ -106,3 +106,18 @@ def test_the_lookup_on_this_very_process_and_on_one_that_exited():
     gone = dict(me, pid=child.pid, start_ticks=cr._stat(child.pid, '/proc')[1])
     child.wait()
     assert lookup.run([], {}, check=gone) == ['dead']
+
+
+@pytest.mark.parametrize('argv, playbooks', [
+    # an inventory or vars file ending in .yml is an option's value, not a playbook (the lab's lane overlays)
+    (['/venv/bin/python3', '/venv/bin/ansible-playbook', '-i', 'inventory/lab', '-i', 'tests/lab/lanes/faults.yml',
+      '--limit', 'ct103', 'playbooks/restart_server.yml'], ['playbooks/restart_server.yml']),
+    (['/venv/bin/ansible-playbook', '-e', '@vars.yaml', '--inventory=hosts.yml', 'a.yml', 'b.yaml', '-v'],
+     ['a.yml', 'b.yaml']),
+    (['python', '/x/ansible-playbook', '--vault-id', 'ops@prompt', 'deploy.yml'], ['deploy.yml']),
+    # a line ansible-playbook's parser refuses: every argument ending in .yml or .yaml, after the program
+    (['/venv/bin/ansible-playbook', '--no-such-option-takes=1', '-i'], []),
+    (['/venv/bin/ansible-playbook', 'p.yml', '-i'], ['p.yml']),
+])
+def test_the_playbooks_are_read_as_ansible_playbook_reads_its_command_line(argv, playbooks):
+    assert cr.playbooks_of(argv) == playbooks
