@@ -25,7 +25,7 @@ pytestmark = LAB_MARKS
 with open(os.path.join(ROOT, "roles", "gpuserve", "defaults", "main.yml")) as _src:
     NCCL = dict(yaml.safe_load(_src)["gpuserve_nccl_env"], NCCL_SOCKET_IFNAME="eth0", GLOO_SOCKET_IFNAME="eth0")
 # One replica of two nodes, with no gateway (a multi-node server behind one is its rank 0's URL, as one replica).
-MULTI = {"sglang_server_replica": "kimi", "sglang_server_nnodes": 2, "gpuserve_serial": 2,
+MULTI = {"fleet_replica": "kimi", "sglang_server_nnodes": 2, "gpuserve_serial": 2,  # hosts.yml: its replica
          "sglang_server_gateway_worker_url": "", "gpuserve_nccl_env": NCCL}
 BASE = {"dist_timeout": 20}  # rank 0 gives up on a missing rank 1 after 20 s (SGLang's --dist-timeout)
 CHANGED = dict(BASE, max_running_requests=16)  # the last config that deploys, from the second test on

@@ -48,6 +48,15 @@ def test_no_two_lanes_share_a_node_a_container_or_a_host():
         assert set(lane["nodes"]) <= set(lanes.NODES), name
 
 
+def group_hosts(group, inherited=None):
+    """{host: its variables} of an inventory group and its children, each group's vars under its children's."""
+    here = dict(inherited or {}, **(group.get("vars") or {}))
+    found = {host: dict(here, **(hostvars or {})) for host, hostvars in (group.get("hosts") or {}).items()}
+    for child in (group.get("children") or {}).values():
+        found.update(group_hosts(child or {}, here))
+    return found
+
+
 def lab_pve_hosts():
     with open(os.path.join(ROOT, "inventory", "lab", "hosts.yml"), encoding="utf-8") as f:
         return yaml.safe_load(f)["all"]["children"]["pve"]["hosts"]
@@ -60,10 +69,9 @@ def test_a_lanes_overlay_defines_its_hosts_on_its_nodes_from_the_installed_image
             continue
         with open(os.path.join(ROOT, lane["inventory"]), encoding="utf-8") as f:
             inv = yaml.safe_load(f)
-        sglang = inv["all"]["children"]["sglang"]
-        group = sglang.get("vars", {})
-        for host, hostvars in sglang["hosts"].items():
-            merged = dict(group, **hostvars)
+        # vars of group sglang itself would reach inventory/lab's CT 101 too (it is in that group, outside --limit)
+        assert not inv["all"]["children"]["sglang"].get("vars"), name
+        for host, merged in group_hosts(inv["all"]["children"]["sglang"]).items():
             assert host in lane["limit"], (name, host)
             assert str(merged["proxmox_vmid"]) in lane["vmids"], (name, host)
             assert merged["gpuserve_pve_host"] in lane["nodes"], (name, host)
