@@ -61,7 +61,9 @@ phase_env() {
     {
         date -u +%FT%TZ; uname -a; nproc; free -g; df -h / /tmp
         echo "PID 1: $(cat /proc/1/comm) ($(tr '\0' ' ' </proc/1/cmdline))"
-        ls -d /run/systemd/system 2>&1; command -v systemctl journalctl git fuser ps gcc unzip 2>&1
+        ls -d /run/systemd/system 2>&1; command -v systemctl journalctl git fuser ps gcc unzip nvidia-smi 2>&1
+        echo "PATH=$PATH"; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldconfig -p | grep -E 'libcuda.so|libnvidia-ml'
+        env | grep -E '^(CUDA|NVIDIA|NCCL|TORCH|HF_|TRANSFORMERS|PYTHON|HOME|USER|LANG)' 
         ls -l /usr/bin/python3 2>&1; echo "python3: $PY $($PY --version 2>&1)"
         echo "cgroup: $(stat -fc %T /sys/fs/cgroup) $(ls /sys/fs/cgroup | tr '\n' ' ')"; cat /proc/self/cgroup
         mount | grep -i cgroup
@@ -103,7 +105,7 @@ phase_install() {
 # GPUSERVE-REALGPU-SHIM (realgpu/real_sglang_h200.sh): not a venv. The machine's Python ($PY, torch 2.11) with
 # the carried wheels (SGLang 0.5.23, route C) first on sys.path, and the two settings route C needs.
 PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}
-export PYTHONPATH SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false
+export PYTHONPATH SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false HF_HUB_OFFLINE=1
 exec $PY "\$@"
 EOF
     chmod 755 "$R/venv/bin/python"; ln -sf python "$R/venv/bin/python3"
@@ -118,6 +120,19 @@ EOF
         fi
     fi
     chmod 755 "$R/shim/bin"/*
+    # A service starts with systemd's environment, not this shell's: the driver's libraries and nvidia-smi must be
+    # where a host has them (the ld.so cache, /usr/bin or /usr/local/bin). Machine setup, recorded, not a shim.
+    mkdir -p /etc/systemd/system
+    local smi; smi=$(command -v nvidia-smi)
+    case ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" in
+        *":$(dirname "$smi"):"*) ;;
+        *) ln -sf "$smi" /usr/local/bin/nvidia-smi; echo "nvidia-smi $smi linked into /usr/local/bin" >>"$d/notes.txt" ;;
+    esac
+    if ! ldconfig -p | grep -q 'libcuda.so.1 '; then
+        local dirs; dirs=$(for f in $(echo "${LD_LIBRARY_PATH:-}" | tr ':' ' '); do [ -e "$f/libcuda.so.1" ] && echo "$f"; done)
+        [ -n "$dirs" ] && { echo "$dirs" >/etc/ld.so.conf.d/gpuserve-realgpu.conf; ldconfig; }
+        echo "libcuda.so.1 not in the ld.so cache; added: ${dirs:-nothing found on LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}}" >>"$d/notes.txt"
+    fi
     timed imports "$R/venv/bin/python" -c '
 import time; t = time.time()
 import torch, sgl_kernel, sglang, cutlass, transformers, datasets
