@@ -95,6 +95,8 @@ phase_install() {
     timed pip_install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
         $(ls "$STASH"/*.whl | grep -v sglang_kernel) >"$d/pip.txt" 2>&1 || { tail -n 20 "$d/pip.txt"; return 1; }
     "$PY" -m zipfile -e "$STASH"/sglang_kernel-*.whl "$SITE" || return 1
+    # sgl-flash-mla is not carried; sglang imports it for an isinstance check only (realgpu/shim/flash_mla)
+    rm -rf "$SITE/flash_mla"; cp -r "$WT/realgpu/shim/flash_mla" "$SITE/flash_mla"
     timed compileall "$PY" -m compileall -q -j 16 "$SITE/sglang" "$SITE/sgl_kernel" "$SITE/transformers" >/dev/null 2>&1
     command -v fuser >/dev/null || { for f in "$STASH"/psmisc_*.deb; do dpkg -x "$f" /; done; }
     [ -x /usr/bin/python3 ] || { ln -s "$PY" /usr/bin/python3; echo "linked /usr/bin/python3 -> $PY" >>"$d/notes.txt"; }
@@ -105,6 +107,8 @@ phase_install() {
 # GPUSERVE-REALGPU-SHIM (realgpu/real_sglang_h200.sh): not a venv. The machine's Python ($PY, torch 2.11) with
 # the carried wheels (SGLang 0.5.23, route C) first on sys.path, and the two settings route C needs.
 PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}
+# The Rust radix TreeCore panics on torch 2.11 ("UnknownKind(28)", seen 2026-12-03): SGLang's Python TreeCore.
+export SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python
 export PYTHONPATH SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false HF_HUB_OFFLINE=1
 exec $PY "\$@"
 EOF
@@ -133,7 +137,7 @@ EOF
         [ -n "$dirs" ] && { echo "$dirs" >/etc/ld.so.conf.d/gpuserve-realgpu.conf; ldconfig; }
         echo "libcuda.so.1 not in the ld.so cache; added: ${dirs:-nothing found on LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}}" >>"$d/notes.txt"
     fi
-    timed imports "$R/venv/bin/python" -c '
+    [ -n "${SKIP_IMPORT_CHECK:-}" ] || timed imports "$R/venv/bin/python" -c '
 import time; t = time.time()
 import torch, sgl_kernel, sglang, cutlass, transformers, datasets
 from sglang.srt.server_args import prepare_server_args
@@ -142,7 +146,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_avai
       "sgl_kernel", sgl_kernel.__version__, "transformers", transformers.__version__, "datasets", datasets.__version__,
       "cutlass", getattr(cutlass, "__version__", "?"), "import %.1f s" % (time.time() - t))' >"$d/imports.txt" 2>&1 ||
         { tail -n 30 "$d/imports.txt"; return 1; }
-    cat "$d/imports.txt" | tail -n 2
+    tail -n 2 "$d/imports.txt" 2>/dev/null
     timed models "$R/venv/bin/python" "$WT/realgpu/make_tiny_eagle3.py" "$R/models" >"$d/models.txt" 2>&1 ||
         { tail -n 30 "$d/models.txt"; return 1; }
     tail -n 1 "$d/models.txt"
@@ -181,7 +185,9 @@ phase_server() {
 }
 
 observer() {  # start the NVML observer (protected by gpu_release as a monitoring exporter)
-    (exec -a nvidia_gpu_exporter-gpuserve-observer "$PY" "$WT/realgpu/nvml_observer.py" "$1") &
+    # `exec -a` hides the venv from Python (argv[0] no longer finds it): hand it the same sys.path
+    local path; path=$("$PY" -c 'import sys; print(":".join(p for p in sys.path[1:] if p))')
+    (PYTHONPATH=$path exec -a nvidia_gpu_exporter-gpuserve-observer "$PY" "$WT/realgpu/nvml_observer.py" "$1") &
     OBS=$!
 }
 
@@ -205,6 +211,8 @@ phase_lifecycle() {
     observer "$d/observer.jsonl"
     play deploy "$WT/realgpu/h200/deploy.yml"
     local pid1; pid1=$(main_pid); say "deployed: MainPID $pid1"
+    # ONLY_DEPLOY=1: the deploy alone (when the device time left allows no more)
+    [ -n "${ONLY_DEPLOY:-}" ] && { lifecycle_collect "$d"; return 0; }
     play restart "$WT/playbooks/restart_server.yml"
     local pid2; pid2=$(main_pid); say "restarted: MainPID $pid2"
     # an argument SGLang refuses, and an abbreviation SGLang would accept: refused before anything stops
@@ -215,6 +223,11 @@ phase_lifecycle() {
     play rollback "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"host": "192.0.2.1"}}'
     say "after the rollback: MainPID $(main_pid)"
     play audit "$WT/playbooks/audit.yml"
+    lifecycle_collect "$d"
+}
+
+lifecycle_collect() {
+    local d=$1
     kill "$OBS" 2>/dev/null
     cp -r /var/lib/gpuserve "$d/var-lib-gpuserve" 2>/dev/null
     cp /etc/gpuserve/* /etc/systemd/system/sglang.service "$d/" 2>/dev/null
