@@ -8,7 +8,10 @@
 #                                real server with the fidelity capture; gpu_release + gate against it (REPS)
 #   call 4  carry .devcarry/wt   lifecycle               deploy (sglang_server role), playbooks/restart_server.yml,
 #                                two argument refusals, a post-stop failure and its rollback, playbooks/audit.yml
+#                                (ONLY_DEPLOY=1: the deploy alone)
 #   call 5  carry .devcarry/wt   bench                   playbooks/benchmark.yml (one EAGLE-3 arm vs baselines)
+# What ran on 2026-12-03 (docs/benchmarks.md): calls 1-3, the server phase, and the deploy alone; the 30 minutes
+# of device time ended there (two machine starts lost to a cold machine, one 9-minute hang of the shim).
 # Each call's command: tar -xzf .devcarry/<dir>/wt.tgz -C /tmp/stash/wt, then this script from there, so the
 # collection that runs is this worktree's (the device call sends another checkout's tree).
 # Results: $OUT/<phase>.tgz (at most 8 files come back per call) and a summary on stdout.
@@ -113,6 +116,9 @@ export PYTHONPATH SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AV
 exec $PY "\$@"
 EOF
     chmod 755 "$R/venv/bin/python"; ln -sf python "$R/venv/bin/python3"
+    # a venv with sglang has its pip dependency `ninja` in bin/, which the unit puts first on PATH: SGLang's JIT
+    # kernels run it (the machine's own is in its torch venv)
+    ln -sf "$(dirname "$PY")/ninja" "$R/venv/bin/ninja"
     cp "$WT/realgpu/shim/pct" "$R/shim/bin/pct"
     if [ "$(cat /proc/1/comm)" != systemd ]; then
         cp "$WT/realgpu/shim/systemctl" "$WT/realgpu/shim/journalctl" "$R/shim/bin/"
