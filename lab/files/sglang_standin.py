@@ -7,13 +7,14 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - sets the environment SGLang's engine sets before it spawns (engine.py `_set_envs_and_config`), then spawns
   one scheduler process per TP rank with multiprocessing 'spawn' (so the venv's .pth NCCL hook runs in each),
   plus a detokenizer; each rank renames itself `sglang::scheduler_TP<rank>` (cmdline and comm, as
-  setproctitle does), opens the device node of its CUDA device (the rank's ordinal among the /dev/nvidiaN the
+  setproctitle does, which also overwrites /proc/PID/environ unless SPT_NOENV is set), opens the device node of its CUDA device (the rank's ordinal among the /dev/nvidiaN the
   container has, by minor), /dev/nvidiactl and /dev/nvidia-uvm and holds them (the lab's
   nvidia-smi stand-in counts that as GPU memory), and dies with its parent (SGLang's kill_itself_when_parent_died)
   unless GPUSIM_ORPHAN_WORKERS=1 (to exercise straggler cleanup);
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
-  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache), /flush_cache,
+  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache and absent
+  until a verify step ran), /flush_cache,
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - exits 1 when it cannot bind its --host/--port, as uvicorn does under SGLang (the ranks are terminated);
