@@ -7,13 +7,14 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - sets the environment SGLang's engine sets before it spawns (engine.py `_set_envs_and_config`), then spawns
   one scheduler process per TP rank with multiprocessing 'spawn' (so the venv's .pth NCCL hook runs in each),
   plus a detokenizer; each rank renames itself `sglang::scheduler_TP<rank>` (cmdline and comm, as
-  setproctitle does), opens the device node of its CUDA device (the rank's ordinal among the /dev/nvidiaN the
+  setproctitle does, which also overwrites /proc/PID/environ unless SPT_NOENV is set), opens the device node of its CUDA device (the rank's ordinal among the /dev/nvidiaN the
   container has, by minor), /dev/nvidiactl and /dev/nvidia-uvm and holds them (the lab's
   nvidia-smi stand-in counts that as GPU memory), and dies with its parent (SGLang's kill_itself_when_parent_died)
   unless GPUSIM_ORPHAN_WORKERS=1 (to exercise straggler cleanup);
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
-  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache), /flush_cache,
+  /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache and absent
+  until a verify step ran), /flush_cache,
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - exits 1 when it cannot bind its --host/--port, as uvicorn does under SGLang (the ranks are terminated);
@@ -144,7 +145,12 @@ def set_sglang_env(args):
 
 
 def set_proctitle(title):
-    """setproctitle without the package: rewrite the argv area (/proc/self/cmdline) and comm."""
+    """setproctitle as py-setproctitle 1.3.8 (SGLang's) does it on Linux, without the package: comm, and the title
+    over the argv area padded with NULs (/proc/self/cmdline). Without SPT_NOENV in the environment it takes the
+    environ area too, after copying the environment elsewhere, so /proc/PID/environ then reads empty while
+    os.environ still works: the real scheduler and detokenizer on the H200 lost their NCCL variables there
+    (tests/fixtures/sglang-0.5.23-h200; the package itself, run in a spawned child, empties it). SPT_NOENV=1
+    keeps the environ area, the title then fits in the argv area."""
     try:
         with open("/proc/self/comm", "w") as f:
             f.write(title[:15])
@@ -154,11 +160,21 @@ def set_proctitle(title):
         with open("/proc/self/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         arg_start, arg_end = int(fields[45]), int(fields[46])  # stat fields 48 and 49
-        size = arg_end - arg_start
+        env_start, env_end = int(fields[47]), int(fields[48])  # 50 and 51
+        end = arg_end
+        if not os.environ.get("SPT_NOENV") and env_start == arg_end and env_end > env_start:
+            libc = ctypes.CDLL(None)
+            libc.setenv.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+            saved = dict(os.environb)
+            libc.clearenv()  # the C environment moves to the heap before its area is reused, as the package does
+            for key, value in saved.items():
+                libc.setenv(key, value, 1)
+            end = env_end
+        size = end - arg_start
         if size > 1:
             data = title.encode()[: size - 1]
             ctypes.memmove(arg_start, data + b"\0" * (size - len(data)), size)
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, AttributeError):
         pass
 
 
@@ -264,7 +280,9 @@ class Engine:
             time.sleep(prompt_tokens / self.prefill_tps + 0.005)
             done, steps, t0 = 0, 0, time.time()
             first = [random.choice(WORDS)]
-            done, steps = 1, 1
+            # the prefill makes the first token; verify steps follow (the real 8-token /generate: spec_verify_ct 7,
+            # and a 1-token request, /health_generate's, leaves avg_spec_accept_length unset)
+            done, steps = 1, 0
             yield first, done, steps, done >= max_new
             while done < max_new:
                 time.sleep(self.step_time())
@@ -304,6 +322,10 @@ class Engine:
                 "utilization": round(running / float(self.max_running), 4), "total_prefill_uncached_tokens": 0,
                 "total_prefill_busy_us": 0, "decode_moments": [],
                 "memory": {"weight_gb": 0.0, "kv_cache_gb": 0.0, "graph_gb": 0.0, "token_capacity": total},
+                "disaggregation": {"mode": "null", "prefill_bootstrap_queue_reqs": 0, "prefill_inflight_queue_reqs": 0,
+                                   "decode_prealloc_queue_reqs": 0, "decode_transfer_queue_reqs": 0,
+                                   "decode_retracted_queue_reqs": 0, "kv_transfer_speed_gb_s": 0.0,
+                                   "kv_transfer_latency_ms": 0.0},
                 "queues": {"waiting": 0, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}}
         return {"timestamp": now, "version": VERSION, "accelerator": None, "num_accelerators": 1, "loads": [load]}
 
@@ -311,7 +333,20 @@ class Engine:
         with self.lock:
             if not self.spec:
                 return None
-            return round(self.accepted_tokens / self.verify_steps, 4) if self.verify_steps else 0.0
+            # SGLang reports it only once a verify step ran (internal_state.py _average_accept_length)
+            return round(self.accepted_tokens / self.verify_steps, 4) if self.verify_steps else None
+
+
+def model_identity(model_path):
+    """/get_model_info's model_type and architectures: the model directory's config.json, as SGLang reads them
+    (None when the directory has none, as the lab's has not)."""
+    try:
+        with open(os.path.join(model_path, "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        cfg = {}
+    return {"model_type": cfg.get("model_type"), "architectures": cfg.get("architectures"),
+            "max_position_embeddings": cfg.get("max_position_embeddings")}
 
 
 def prompt_len(body):
@@ -384,15 +419,19 @@ def make_handler(engine, args):
                 self.send_json({"model_path": args.model_path, "served_model_name": served,
                                 "tokenizer_path": args.tokenizer_path or args.model_path, "is_generation": True,
                                 "preferred_sampling_params": None, "weight_version": "default",
-                                "load_format": "auto", "has_image_understanding": False,
-                                "has_audio_understanding": False, "model_type": None, "architectures": None,
-                                "gpuserve_lab_simulated": True})
+                                "load_format": "auto", "reasoning_parser": None, "tool_call_parser": None,
+                                "disaggregation_mode": "null", "has_image_understanding": False,
+                                "has_audio_understanding": False, "gpuserve_lab_simulated": True,
+                                **{k: v for k, v in model_identity(args.model_path).items()
+                                   if k in ("model_type", "architectures")}})
             elif r == "/v1/loads":
                 self.send_json(engine.loads())
             elif r == "/v1/models":
                 self.send_json({"object": "list", "data": [{
                     "id": served, "object": "model", "created": int(engine.started), "owned_by": "sglang",
-                    "root": served, "parent": None, "max_model_len": args.context_length or 131072}]})
+                    "root": served, "parent": None,
+                    "max_model_len": args.context_length or model_identity(args.model_path)["max_position_embeddings"]
+                    or 131072}]})
             else:
                 self.send_json({"detail": "Not Found"}, 404)
 
@@ -417,14 +456,15 @@ def make_handler(engine, args):
 
         def server_info(self):
             info = {k: v for k, v in vars(args).items()}
-            info.update({"version": VERSION, "gpuserve_lab_simulated": True,
-                         "launch_command": " ".join(sys.argv)})
+            # launch_command: the arguments only, as SGLang's resolved args have it
+            info.update({"version": VERSION, "gpuserve_lab_simulated": True, "status": "ready",
+                         "launch_command": " ".join(sys.argv[1:])})
             states = []
             for _rank in range(args.dp_size if args.dp_size > 1 else 1):
-                st = {"last_gen_throughput": round(engine.last_gen_tps, 3),
+                st = {"world_size": args.tp_size, "last_gen_throughput": round(engine.last_gen_tps, 3),
                       "effective_max_running_requests_per_dp": engine.max_running,
                       "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": 0}}
-                if engine.spec:
+                if engine.avg_accept() is not None:
                     st["avg_spec_accept_length"] = engine.avg_accept()
                 states.append(st)
             info["internal_states"] = states
@@ -465,7 +505,7 @@ def make_handler(engine, args):
                         "e2e_latency": time.time() - t0}
                 if engine.spec:
                     meta["spec_verify_ct"] = steps
-                    meta["spec_accept_length"] = done / steps
+                    meta["spec_accept_length"] = done / steps if steps else 0.0
                 if stream:
                     try:
                         self.sse({"text": text, "output_ids": [], "meta_info": meta, "index": 0})

@@ -133,3 +133,29 @@ def test_env_proof_refuses_nothing_to_prove_and_a_stopped_unit(unit, monkeypatch
     monkeypatch.setattr(helper, "_control_group", lambda name: "")
     rc, out = env_proof(monkeypatch, capsys, "--expected-json", json.dumps(NCCL))
     assert rc == 1 and out["error"] == "sglang.service has no control group (is it running?)"
+
+
+def test_env_proof_names_the_setproctitle_cause_for_retitled_workers(unit, monkeypatch, capsys):
+    # As on the real H200 (2026-12-03): the scheduler's and detokenizer's /proc/PID/environ had lost the NCCL set
+    # (setproctitle writes over it without SPT_NOENV); the main process and the resource tracker kept it.
+    unit({
+        100: (base_env(**NCCL), SERVER),
+        101: ({"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, ["sglang::scheduler"]),
+        102: ({}, ["sglang::detokenizer"]),
+        103: (base_env(**NCCL), ["python3", "-c", "from multiprocessing.resource_tracker import main;main(28)"]),
+    })
+    rc, out = env_proof(monkeypatch, capsys, "--expected-json", json.dumps(NCCL), "--min-schedulers", "1")
+    assert rc == 1 and out["error"] == "2 of 4 processes lack the expected environment: PIDs [101, 102]"
+    assert out["hint"].startswith("PIDs [101, 102] are SGLang workers titled with setproctitle")
+    assert "SPT_NOENV" in out["hint"]
+
+
+def test_env_proof_gives_no_setproctitle_hint_when_the_workers_had_spt_noenv(unit, monkeypatch, capsys):
+    unit({
+        100: (base_env(SPT_NOENV="1", **NCCL), SERVER),
+        101: (base_env(SPT_NOENV="1", NCCL_NVLS_ENABLE="0"), ["sglang::scheduler"]),  # really lacks NCCL_PROTO
+    })
+    rc, out = env_proof(monkeypatch, capsys, "--expected-json", json.dumps(NCCL))
+    assert rc == 1 and out["hint"] is None
+    rc, out = env_proof(monkeypatch, capsys, "--expected-json", json.dumps({"NCCL_NVLS_ENABLE": "0"}))
+    assert rc == 0 and out["hint"] is None

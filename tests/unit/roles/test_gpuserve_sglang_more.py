@@ -482,7 +482,7 @@ def test_env_proof_output_fields(helper, unit, monkeypatch, capsys):
                    "env_file_drift": {}, "processes": [
                        {"pid": 5, "cmd": "sglang::scheduler_TP0", "ok": True, "mismatched": {}},
                        {"pid": 6, "cmd": "sglang::scheduler_TP1", "ok": True, "mismatched": {}}],
-                   "schedulers": 2, "min_schedulers": 2, "error": None}
+                   "schedulers": 2, "min_schedulers": 2, "error": None, "hint": None}
     rc, out = env_proof(helper, monkeypatch, capsys, "--expected-json", '{"A": "1"}', "--min-schedulers", "3")
     assert rc == 1 and out["ok"] is False
     assert out["error"] == "2 scheduler workers (sglang::scheduler*) in %s, expected at least 3" % GROUP

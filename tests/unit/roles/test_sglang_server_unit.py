@@ -70,3 +70,18 @@ def test_it_starts_at_boot_and_never_restarts_itself(default_unit):
     assert lines_of(default_unit, "WantedBy") == ["multi-user.target"]
     assert lines_of(default_unit, "Restart") == ["no"]
     assert lines_of(default_unit, "KillMode") == ["control-group"]
+
+
+def test_the_venvs_bin_comes_first_on_the_servers_path(default_unit, tmp_path):
+    # SGLang 0.5.23 JIT-builds its RoPE kernel with the venv's `ninja` at the first CUDA graph capture; on the real
+    # H200 (2026-12-03) the server died under systemd's PATH with "No such file or directory: 'ninja'".
+    assert lines_of(default_unit, "Environment") == [
+        "PATH=/opt/sglang/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPT_NOENV=1"]
+    unit = render(tmp_path, sglang_server_venv="/srv/venv")
+    assert lines_of(unit, "Environment")[0].startswith("PATH=/srv/venv/bin:")
+
+
+def test_the_workers_titles_leave_their_environ_readable(default_unit):
+    # setproctitle (SGLang's sglang::scheduler titles) overwrites /proc/PID/environ without SPT_NOENV: on the real
+    # H200 the env proof found none of the NCCL variables in the scheduler and detokenizer (2026-12-03).
+    assert "SPT_NOENV=1" in lines_of(default_unit, "Environment")

@@ -173,6 +173,7 @@ def cmd_validate_args():
 # that run NCCL. The launcher's own environ is its START environment: SGLang then sets NCCL_CUMEM_ENABLE,
 # CUDA_DEVICE_MAX_CONNECTIONS, ... in os.environ for its children, so the launcher legitimately differs from them.
 WORKER_TITLE = "sglang::scheduler"
+TITLE_PREFIX = "sglang::"  # every title SGLang sets (scheduler, detokenizer, ...)
 # cgroup v2, then systemd's hybrid layout (v2 under unified/, as in an LXC container on a v1 host), then v1
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 
@@ -252,7 +253,7 @@ def cmd_env_proof():
     desired = {str(k): str(v) for k, v in json.loads(opts.expected_json).items()}
     from_file = {}
     result = {"ok": False, "unit": opts.unit, "control_group": None, "expected": {}, "env_file_drift": {},
-              "processes": [], "schedulers": 0, "min_schedulers": opts.min_schedulers, "error": None}
+              "processes": [], "schedulers": 0, "min_schedulers": opts.min_schedulers, "error": None, "hint": None}
     if opts.env_file:
         try:
             from_file = _env_file(opts.env_file)
@@ -278,6 +279,7 @@ def cmd_env_proof():
         print(json.dumps(result))
         return 1
 
+    retitled = []  # sglang:: workers whose environ setproctitle may have overwritten
     for pid, cmdline, environ in _processes(path):
         if environ is None:
             continue  # exited between listing and reading
@@ -289,6 +291,13 @@ def cmd_env_proof():
                                     "mismatched": mismatched})
         if cmdline.startswith(WORKER_TITLE):
             result["schedulers"] += 1
+        if mismatched and cmdline.startswith(TITLE_PREFIX) and not environ.get("SPT_NOENV"):
+            retitled.append(pid)
+    if retitled:
+        # what the real H200 showed (2026-12-03): the variables were there at exec, setproctitle wrote over them
+        result["hint"] = (f"PIDs {retitled} are SGLang workers titled with setproctitle, which overwrites "
+                          "/proc/PID/environ unless SPT_NOENV is set in their environment; the role's unit sets "
+                          "SPT_NOENV=1 (an older unit, or a server started outside it?)")
 
     procs = result["processes"]
     if result["env_file_drift"]:

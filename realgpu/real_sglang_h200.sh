@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# Issue 29: the collection against a REAL SGLang 0.5.23 server (EAGLE-3, tp 1) on one lent H200 machine.
+# One sequence of device calls (prepared here by realgpu/real_sglang_prepare.sh, which also prints the calls):
+#   call 1  carry .devcarry/c1   stash c1; env; health   wheels part 1, the machine's facts, GPU-health captures
+#   call 2  carry .devcarry/c2   stash c2                wheels part 2 (the machine keeps /tmp while warm, 30 s)
+#   call 3  carry .devcarry/c3   stash c3; install; server
+#                                wheels part 3; install (route C); the small random models; a direct start of the
+#                                real server with the fidelity capture; gpu_release + gate against it (REPS)
+#   call 4  carry .devcarry/wt   lifecycle               deploy (sglang_server role), playbooks/restart_server.yml,
+#                                two argument refusals, a post-stop failure and its rollback, playbooks/audit.yml
+#                                (ONLY_DEPLOY=1: the deploy alone)
+#   call 5  carry .devcarry/wt   bench                   playbooks/benchmark.yml (one EAGLE-3 arm vs baselines)
+# What ran on 2026-12-03 (docs/benchmarks.md): calls 1-3, the server phase, and the deploy alone; the 30 minutes
+# of device time ended there (two machine starts lost to a cold machine, one 9-minute hang of the shim).
+# Each call's command: tar -xzf .devcarry/<dir>/wt.tgz -C /tmp/stash/wt, then this script from there, so the
+# collection that runs is this worktree's (the device call sends another checkout's tree).
+# Results: $OUT/<phase>.tgz (at most 8 files come back per call) and a summary on stdout.
+#
+# SIMULATED / shims, all labelled GPUSERVE-REALGPU-SHIM: realgpu/shim/pct (no Proxmox: runs the command in place),
+# realgpu/shim/systemctl + journalctl (only when PID 1 is not systemd), the venv (a wrapper running the machine's
+# Python with the wheels on PYTHONPATH), the random models. Everything else is real.
+set -uo pipefail
+WT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STASH=/tmp/stash
+OUT=${OUT:-/tmp/out}
+R=/opt/gpuserve-realgpu
+RUN=/tmp/gpuserve-realgpu
+SITE=/tmp/site
+mkdir -p "$STASH" "$OUT" "$RUN"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 LC_ALL=C.UTF-8
+PY=$(command -v python3)
+T0=$(date +%s.%N)
+# The device call ends at 600 s: every step runs under what is left of LIMIT_S (from this script's start), so
+# the results are packed before the call is cut.
+LIMIT_S=${LIMIT_S:-570}
+left() { awk -v a="$T0" -v b="$(date +%s.%N)" -v l="$LIMIT_S" 'BEGIN{v=int(l-(b-a)); print (v > 0 ? v : 1)}'; }
+say() { printf '[%s +%6.1fs] %s\n' "$(date -u +%T)" "$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$*"; }
+timed() {  # timed NAME CMD...: run, keep rc and wall seconds in $RUN/times.tsv
+    local name=$1 t rc; shift
+    t=$(date +%s.%N); "$@"; rc=$?
+    printf '%s\t%s\t%.3f\n' "$name" "$rc" "$(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" >>"$RUN/times.tsv"
+    say "$name: rc $rc"
+    return $rc
+}
+pack() {  # pack NAME DIR...: one tarball back in $OUT
+    tar -czf "$OUT/$1.tgz" --ignore-failed-read "${@:2}" 2>/dev/null; ls -l "$OUT/$1.tgz"
+}
+
+use_site() {
+    export PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages
+    export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false
+    export PATH=$R/shim/bin:$PATH ANSIBLE_CONFIG=$WT/ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
+}
+
+phase_stash() {  # copy one carried folder's payload into /tmp/stash
+    local src=$1
+    cp -f "$src"/* "$STASH"/ 2>/dev/null
+    rm -f "$STASH/wt.tgz"
+    say "stash: $(ls "$STASH" | wc -l) files, $(du -sm "$STASH" | cut -f1) MB"
+}
+
+phase_env() {
+    local d=$RUN/env; mkdir -p "$d"
+    {
+        date -u +%FT%TZ; uname -a; nproc; free -g; df -h / /tmp
+        echo "PID 1: $(cat /proc/1/comm) ($(tr '\0' ' ' </proc/1/cmdline))"
+        ls -d /run/systemd/system 2>&1; command -v systemctl journalctl git fuser ps gcc unzip nvidia-smi 2>&1
+        echo "PATH=$PATH"; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldconfig -p | grep -E 'libcuda.so|libnvidia-ml'
+        env | grep -E '^(CUDA|NVIDIA|NCCL|TORCH|HF_|TRANSFORMERS|PYTHON|HOME|USER|LANG)' 
+        ls -l /usr/bin/python3 2>&1; echo "python3: $PY $($PY --version 2>&1)"
+        echo "cgroup: $(stat -fc %T /sys/fs/cgroup) $(ls /sys/fs/cgroup | tr '\n' ' ')"; cat /proc/self/cgroup
+        mount | grep -i cgroup
+        ls /proc/driver/nvidia/gpus/ && cat /proc/driver/nvidia/gpus/*/information; cat /proc/driver/nvidia/version
+        ls -l /dev/nvidia*
+        nvidia-smi
+        $PY -m pip show torch triton transformers tokenizers nvidia-nccl-cu13 nvidia-cudnn-cu13 nvidia-cublas \
+            cuda-bindings cuda-python cuda-core pyarrow fsspec huggingface-hub pandas numpy nvidia-ml-py jinja2 \
+            pyyaml packaging aiohttp requests 2>&1 | grep -E '^(Name|Version)'
+        g++ --version 2>&1 | head -1; ps -eo pid,ppid,comm,args | head -40
+    } >"$d/machine.txt" 2>&1
+    cp "$d/machine.txt" "$OUT/machine.txt"
+    say "env: PID 1 $(cat /proc/1/comm); systemd $([ -d /run/systemd/system ] && echo yes || echo no); git $(command -v git || echo none)"
+}
+
+phase_health() {
+    timed health "$PY" "$WT/realgpu/gpu_health_capture.py" "$RUN/health" >"$RUN/health.log" 2>&1
+    tail -n 3 "$RUN/health.log"
+    pack health -C "$RUN" health health.log
+}
+
+phase_install() {
+    local d=$RUN/install; mkdir -p "$d"
+    (cd "$STASH" && cat nvidia_cutlass_dsl_libs_cu13-*.part-* >nvidia_cutlass_dsl_libs_cu13-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl \
+        && rm -f nvidia_cutlass_dsl_libs_cu13-*.part-* && sha256sum -c SHA256SUMS) >"$d/sha256.txt" 2>&1 ||
+        { cat "$d/sha256.txt"; say "install: the wheels did not arrive whole"; return 1; }
+    # the kernel wheel is trimmed (no FA3, no sm100, no cp310-only InfLLM, no FlashMLA): unpacked as it is, like
+    # pip would, beside the rest
+    timed pip_install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+        $(ls "$STASH"/*.whl | grep -v sglang_kernel) >"$d/pip.txt" 2>&1 || { tail -n 20 "$d/pip.txt"; return 1; }
+    "$PY" -m zipfile -e "$STASH"/sglang_kernel-*.whl "$SITE" || return 1
+    # sgl-flash-mla is not carried; sglang imports it for an isinstance check only (realgpu/shim/flash_mla)
+    rm -rf "$SITE/flash_mla"; cp -r "$WT/realgpu/shim/flash_mla" "$SITE/flash_mla"
+    timed compileall "$PY" -m compileall -q -j 16 "$SITE/sglang" "$SITE/sgl_kernel" "$SITE/transformers" >/dev/null 2>&1
+    command -v fuser >/dev/null || { for f in "$STASH"/psmisc_*.deb; do dpkg -x "$f" /; done; }
+    [ -x /usr/bin/python3 ] || { ln -s "$PY" /usr/bin/python3; echo "linked /usr/bin/python3 -> $PY" >>"$d/notes.txt"; }
+    # GPUSERVE-REALGPU-SHIM: the "venv" the roles call <venv>/bin/python: the machine's Python plus the wheels
+    mkdir -p "$R/venv/bin" "$R/shim/bin" "$R/models"
+    cat >"$R/venv/bin/python" <<EOF
+#!/bin/sh
+# GPUSERVE-REALGPU-SHIM (realgpu/real_sglang_h200.sh): not a venv. The machine's Python ($PY, torch 2.11) with
+# the carried wheels (SGLang 0.5.23, route C) first on sys.path, and the two settings route C needs.
+PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages\${PYTHONPATH:+:\$PYTHONPATH}
+# The Rust radix TreeCore panics on torch 2.11 ("UnknownKind(28)", seen 2026-12-03): SGLang's Python TreeCore.
+export SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python
+export PYTHONPATH SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false HF_HUB_OFFLINE=1
+exec $PY "\$@"
+EOF
+    chmod 755 "$R/venv/bin/python"; ln -sf python "$R/venv/bin/python3"
+    # a venv with sglang has its pip dependency `ninja` in bin/, which the unit puts first on PATH: SGLang's JIT
+    # kernels run it (the machine's own is in its torch venv)
+    ln -sf "$(dirname "$PY")/ninja" "$R/venv/bin/ninja"
+    cp "$WT/realgpu/shim/pct" "$R/shim/bin/pct"
+    if [ "$(cat /proc/1/comm)" != systemd ]; then
+        cp "$WT/realgpu/shim/systemctl" "$WT/realgpu/shim/journalctl" "$R/shim/bin/"
+        echo "systemd: not PID 1 ($(cat /proc/1/comm)): systemctl/journalctl shims installed" >>"$d/notes.txt"
+        if [ ! -f /sys/fs/cgroup/cgroup.procs ] && [ ! -f /sys/fs/cgroup/unified/cgroup.procs ]; then
+            mkdir -p /sys/fs/cgroup/unified 2>/dev/null
+            mount -t cgroup2 none /sys/fs/cgroup 2>>"$d/notes.txt" || mount -t cgroup2 none /sys/fs/cgroup/unified 2>>"$d/notes.txt"
+            echo "cgroup2 mounted: $(mount | grep cgroup2)" >>"$d/notes.txt"
+        fi
+    fi
+    chmod 755 "$R/shim/bin"/*
+    # A service starts with systemd's environment, not this shell's: the driver's libraries and nvidia-smi must be
+    # where a host has them (the ld.so cache, /usr/bin or /usr/local/bin). Machine setup, recorded, not a shim.
+    mkdir -p /etc/systemd/system
+    local smi; smi=$(command -v nvidia-smi)
+    case ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" in
+        *":$(dirname "$smi"):"*) ;;
+        *) ln -sf "$smi" /usr/local/bin/nvidia-smi; echo "nvidia-smi $smi linked into /usr/local/bin" >>"$d/notes.txt" ;;
+    esac
+    if ! ldconfig -p | grep -q 'libcuda.so.1 '; then
+        local dirs; dirs=$(for f in $(echo "${LD_LIBRARY_PATH:-}" | tr ':' ' '); do [ -e "$f/libcuda.so.1" ] && echo "$f"; done)
+        [ -n "$dirs" ] && { echo "$dirs" >/etc/ld.so.conf.d/gpuserve-realgpu.conf; ldconfig; }
+        echo "libcuda.so.1 not in the ld.so cache; added: ${dirs:-nothing found on LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}}" >>"$d/notes.txt"
+    fi
+    [ -n "${SKIP_IMPORT_CHECK:-}" ] || timed imports "$R/venv/bin/python" -c '
+import time; t = time.time()
+import torch, sgl_kernel, sglang, cutlass, transformers, datasets
+from sglang.srt.server_args import prepare_server_args
+import sglang.benchmark.serving
+print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available(), "sglang", sglang.__version__,
+      "sgl_kernel", sgl_kernel.__version__, "transformers", transformers.__version__, "datasets", datasets.__version__,
+      "cutlass", getattr(cutlass, "__version__", "?"), "import %.1f s" % (time.time() - t))' >"$d/imports.txt" 2>&1 ||
+        { tail -n 30 "$d/imports.txt"; return 1; }
+    tail -n 2 "$d/imports.txt" 2>/dev/null
+    timed models "$R/venv/bin/python" "$WT/realgpu/make_tiny_eagle3.py" "$R/models" >"$d/models.txt" 2>&1 ||
+        { tail -n 30 "$d/models.txt"; return 1; }
+    tail -n 1 "$d/models.txt"
+    # the provenance tree the role's state/source readers and the benchmark read (commit + dirty)
+    if command -v git >/dev/null; then
+        rm -rf "$R/src"; mkdir -p "$R/src"
+        cp "$SITE"/sglang-0.5.23.dist-info/METADATA "$SITE"/sglang-0.5.23.dist-info/RECORD "$R/src/"
+        cp "$STASH/SHA256SUMS" "$R/src/WHEELS.sha256"
+        printf '%s\n' "Provenance of the wheels installed by realgpu/real_sglang_h200.sh (route C): NOT SGLang's source." \
+            >"$R/src/README"
+        git -C "$R/src" init -q && git -C "$R/src" add -A &&
+            git -C "$R/src" -c user.name=gpuserve-realgpu -c user.email=realgpu@invalid commit -qm "sglang 0.5.23 wheels, route C"
+        git -C "$R/src" log --oneline >>"$d/notes.txt"
+    else
+        echo "no git on the machine: the role's tree readers will report an error" >>"$d/notes.txt"
+    fi
+    cat "$d/notes.txt" 2>/dev/null
+}
+
+device_minor() {  # INV: the inventory, with the GPU's device minor as the driver reports it
+    MINOR=$(sed -n 's/^Device Minor:[[:space:]]*//p' /proc/driver/nvidia/gpus/*/information 2>/dev/null | head -1)
+    INV=(-i "$WT/realgpu/h200/inventory.yml" -e "{\"gpuserve_gpus\": [${MINOR:-0}]}")
+}
+
+phase_server() {
+    local d=$RUN/server; mkdir -p "$d"
+    use_site; device_minor
+    timed argv "$PY" -m ansible.cli.playbook "${INV[@]}" -e h200_argv_out="$d/argv.json" "$WT/realgpu/h200/argv.yml" \
+        >"$d/argv.ansible.log" 2>&1 || { tail -n 30 "$d/argv.ansible.log"; return 1; }
+    say "argv: $(cat "$d/argv.json")"
+    timed fidelity timeout "$(( $(left) - 15 ))" "$PY" "$WT/realgpu/sglang_fidelity.py" --out "$d" --python "$R/venv/bin/python" \
+        --args-json "$(cat "$d/argv.json")" --env-file /etc/gpuserve/nccl.env --release-reps "${REPS:-2}" \
+        --budget-s "$(( $(left) - 40 ))" --ready-timeout "${READY_TIMEOUT_S:-240}" 2>&1 | tee "$d/fidelity.txt"
+    grep -E 'fired up|Uvicorn running|error|Error|Traceback' "$d/server0.log" | head -20
+    pack server -C "$RUN" server install env times.tsv
+}
+
+observer() {  # start the NVML observer (protected by gpu_release as a monitoring exporter)
+    # `exec -a` hides the venv from Python (argv[0] no longer finds it): hand it the same sys.path
+    local path; path=$("$PY" -c 'import sys; print(":".join(p for p in sys.path[1:] if p))')
+    (PYTHONPATH=$path exec -a nvidia_gpu_exporter-gpuserve-observer "$PY" "$WT/realgpu/nvml_observer.py" "$1") &
+    OBS=$!
+}
+
+play() {  # play NAME PLAYBOOK [ARGS...]: one ansible-playbook run, its log, rc and wall time
+    local name=$1 book=$2; shift 2
+    if [ "$(left)" -lt 60 ]; then say "$name: skipped, $(left) s left"; echo -e "$name\tskipped\t0" >>"$RUN/times.tsv"; return 1; fi
+    timed "$name" timeout "$(( $(left) - 20 ))" "$PY" -m ansible.cli.playbook "${INV[@]}" "$@" "$book" \
+        >"$RUN/lifecycle/$name.log" 2>&1
+    local rc=$?
+    pack "${PACK_NAME:-lifecycle}" -C "$RUN" lifecycle times.tsv >/dev/null
+    grep -E 'GPUSERVE_VERIFY|GPUSERVE_AUDIT|^PLAY RECAP' -A2 "$RUN/lifecycle/$name.log" | grep -v '^--' | cut -c1-400 | tail -n 4
+    [ $rc -eq 0 ] || grep -E 'fatal:|FAILED!|"msg":' "$RUN/lifecycle/$name.log" | cut -c1-600 | tail -n 4
+    return $rc
+}
+
+main_pid() { systemctl show sglang.service --property=MainPID --value; }
+
+phase_lifecycle() {
+    local d=$RUN/lifecycle; mkdir -p "$d"
+    use_site; device_minor
+    observer "$d/observer.jsonl"
+    play deploy "$WT/realgpu/h200/deploy.yml"
+    local pid1; pid1=$(main_pid); say "deployed: MainPID $pid1"
+    # ONLY_DEPLOY=1: the deploy alone (when the device time left allows no more)
+    [ -n "${ONLY_DEPLOY:-}" ] && { lifecycle_collect "$d"; return 0; }
+    play restart "$WT/playbooks/restart_server.yml"
+    local pid2; pid2=$(main_pid); say "restarted: MainPID $pid2"
+    # an argument SGLang refuses, and an abbreviation SGLang would accept: refused before anything stops
+    play refuse_unknown "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"no_such_flag": true}}'
+    play refuse_abbrev "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"speculative_num_step": 3}}'
+    say "after the refusals: MainPID $(main_pid) (was $pid2)"
+    # accepted by SGLang, fails after the stop (no such address here): the rollback serves the last verified config
+    play rollback "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"host": "192.0.2.1"}}'
+    say "after the rollback: MainPID $(main_pid)"
+    play audit "$WT/playbooks/audit.yml"
+    lifecycle_collect "$d"
+}
+
+lifecycle_collect() {
+    local d=$1
+    kill "$OBS" 2>/dev/null
+    cp -r /var/lib/gpuserve "$d/var-lib-gpuserve" 2>/dev/null
+    cp /etc/gpuserve/* /etc/systemd/system/sglang.service "$d/" 2>/dev/null
+    cp -r /run/gpuserve-shim "$d/shim-state" 2>/dev/null
+    journalctl --unit sglang.service --no-pager --output short-iso >"$d/journal.txt" 2>&1
+    ps -eo pid,ppid,pgid,sid,stat,comm,args >"$d/ps.txt"
+    cat /proc/"$(main_pid)"/cgroup >"$d/main_cgroup.txt" 2>&1
+    pack lifecycle -C "$RUN" lifecycle times.tsv
+}
+
+phase_bench() {
+    local d=$RUN/lifecycle; mkdir -p "$d"
+    use_site; device_minor
+    observer "$d/observer-bench.jsonl"
+    # shellcheck disable=SC2086
+    PACK_NAME=bench play bench "$WT/playbooks/benchmark.yml" -e "@$WT/realgpu/h200/bench_vars.yml" ${BENCH_ARGS:-}
+    kill "$OBS" 2>/dev/null
+    cp -r /var/lib/gpuserve "$d/var-lib-gpuserve-after-bench" 2>/dev/null
+    cp -r /run/gpuserve-shim "$d/shim-state-after-bench" 2>/dev/null
+    mkdir -p "$RUN/bench"; cp -r /tmp/gpuserve-realgpu/benchmark "$RUN/bench/" 2>/dev/null
+    cp "$d/bench.log" "$RUN/bench/"; cp -r /var/lib/gpuserve/benchmark/*.jsonl "$RUN/bench/" 2>/dev/null
+    pack bench -C "$RUN" bench lifecycle/observer-bench.jsonl lifecycle/var-lib-gpuserve-after-bench \
+        lifecycle/shim-state-after-bench times.tsv
+}
+
+for p in "$@"; do
+    case $p in
+        stash) ;;  # takes the next word
+        env|health|install|server|lifecycle|bench) ;;
+        .devcarry/*) ;;
+        *) echo "unknown phase $p" >&2; exit 64 ;;
+    esac
+done
+rc=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        stash) phase_stash "$2" || rc=1; shift 2 ;;
+        *) say "=== $1"; "phase_$1" || { rc=1; say "phase $1 failed"; [ "$1" = install ] && break; }; shift ;;
+    esac
+done
+say "done (rc $rc)"
+exit $rc
