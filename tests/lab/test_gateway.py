@@ -28,7 +28,10 @@ WORKERS = [{"url": "http://%s:%d" % (HOST_IP, port), "labels": {"replica": "sim%
 
 
 def deploy(*extra):
-    code, out = finish(playbook("playbooks/gateway.yml", "-e", json.dumps({"sglang_gateway_workers": WORKERS}),
+    # SMG's own health timings (an empty sglang_gateway_worker_health), not inventory/lab's short ones: this module
+    # keeps the production values tested (lane fleet's rolling deploys run with the lab's)
+    code, out = finish(playbook("playbooks/gateway.yml", "-e", json.dumps({"sglang_gateway_workers": WORKERS,
+                                                                          "sglang_gateway_worker_health": {}}),
                                 *extra), limit=600)
     assert key() not in out, "the control-plane key reached the playbook's output"
     return code, out

@@ -35,10 +35,20 @@ def test_environ_update_reaches_the_command_only(module, monkeypatch):
     assert (rc, out) == (0, 'child kept') and 'GPUSERVE_SPAWN_ONLY_CHILD' not in os.environ
 
 
-def test_a_child_that_closes_its_output_first_is_waited_for_not_left_to_a_one_second_select(module):
-    start = time.monotonic()
+def test_a_child_that_closes_its_output_first_is_waited_for_not_left_to_a_one_second_select(module, monkeypatch):
+    # run_command's loop selects with a 1 s timeout; the stall is a select on no pipe at all. Counted, not timed:
+    # a wall-clock bound fails on a loaded machine (CI's mutation run beside the lab took 2.5 s for this 0.3 s child).
+    empty = []
+
+    class Recording(basic.selectors.PollSelector):
+        def select(self, timeout=None):
+            if not self.get_map():
+                empty.append(timeout)
+            return super().select(timeout)
+
+    monkeypatch.setattr(basic.selectors, 'PollSelector', Recording)
     rc, out, _err = spawn(module, [SH, '-c', 'printf done; exec >&- 2>&-; sleep 0.3; exit 4'], {})
-    assert (rc, out) == (4, 'done') and time.monotonic() - start < 0.9
+    assert (rc, out) == (4, 'done') and empty == []
 
 
 def test_spawn_hands_run_command_the_callback():
@@ -84,9 +94,8 @@ def test_poll_answers_at_once_while_a_pipe_is_open_or_holds_output(script, why):
     with open_child(script) as child:
         time.sleep(0.2)  # the child has done its closing by now
         wait_once_closed(child)
-        start = time.monotonic()
+        # None, not the status: it did not wait for the child (which sleeps on), whatever the machine's load
         assert child.poll() is None, why
-        assert time.monotonic() - start < 0.1, why
 
 
 def test_poll_of_a_child_that_exited_with_output_unread_is_its_status():
