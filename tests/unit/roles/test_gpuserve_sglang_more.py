@@ -760,6 +760,55 @@ def test_wait_ready_stops_at_once_for_a_stopped_unit(helper, server, monkeypatch
                    "waited_s": 0.0}
 
 
+def listen_bound(helper, monkeypatch, started):
+    """The unit's main process started at `started` on the fake clock (None: systemd has no time); the calls."""
+    calls = []
+    monkeypatch.setattr(helper, "_main_started", lambda unit: calls.append(unit) or started)
+    return calls
+
+
+def test_wait_ready_fails_when_nothing_listens_past_the_listen_timeout_from_the_servers_start(helper, server,
+                                                                                              monkeypatch, capsys):
+    seen = server(["active"], [("port closed", None)])
+    asked = listen_bound(helper, monkeypatch, started=seen.clock.now - 50)  # this call comes 50 s after the start
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60", "--unit", "u")
+    # probes at 50, 52, ... 60 s after the start: the sixth finds the bound passed
+    assert rc == 5 and len(seen.probes) == 6 and seen.clock.sleeps == [2] * 5 and asked == ["u"]
+    assert out == {"ready": False, "unit": "active", "status": None, "waited_s": 10.0,
+                   "phase": "nothing listens on 127.0.0.1:30000 60 s after the server started (listen timeout 60 s)"}
+
+
+def test_wait_ready_does_not_bound_a_port_that_listens_or_a_unit_still_starting(helper, server, monkeypatch, capsys):
+    seen = server(["activating", "activating", "active"], [("port closed", None), ("port closed", None),
+                                                           ("HTTP 503", 503)])
+    listen_bound(helper, monkeypatch, started=seen.clock.now - 3600)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60", "--budget", "10")
+    assert rc == 3 and out["phase"] == "HTTP 503"  # the gate (start-pre), then a port that listens: waited on
+
+
+def test_wait_ready_without_the_servers_start_time_has_no_listen_bound(helper, server, monkeypatch, capsys):
+    server(["active"], [("port closed", None)])
+    asked = listen_bound(helper, monkeypatch, started=None)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "1", "--budget", "6")
+    assert rc == 3 and out["phase"] == "port closed" and len(asked) == 3  # asked again each poll until it knows
+
+
+def test_wait_ready_has_no_listen_bound_by_default(helper, server, monkeypatch, capsys):
+    server(["active"], [("port closed", None)])
+    asked = listen_bound(helper, monkeypatch, started=0.0)
+    assert wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--budget", "4")[0] == 3 and asked == []
+
+
+@pytest.mark.parametrize("stdout, started", [("12345678\n", 12.345678), ("0\n", None), ("", None),
+                                             ("[not set]\n", None)])
+def test_main_started_reads_systemds_monotonic_time_of_the_main_process(helper, monkeypatch, stdout, started):
+    calls = []
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run(calls, {"systemctl": completed(stdout)})))
+    assert helper._main_started("sglang.service") == started
+    assert calls == [(["systemctl", "show", "sglang.service", "--property=ExecMainStartTimestampMonotonic", "--value"],
+                      {"capture_output": True, "text": True, "check": False})]
+
+
 def test_unit_state_asks_systemctl(helper, monkeypatch):
     calls = []
     answers = iter([completed("active\n", returncode=0), completed("", returncode=4)])

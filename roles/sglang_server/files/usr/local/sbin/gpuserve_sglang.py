@@ -5,10 +5,18 @@
   gpuserve-sglang exec ARGS_FILE -- ENTRYPOINT [ARGS...]
       ExecStart of sglang.service: exec the entrypoint with the argv kept in ARGS_FILE (JSON {"argv": [...]}).
       No shell, no word splitting, no expansion; the process keeps its PID (systemd's main PID is the server).
-  <venv>/bin/python gpuserve-sglang validate-args (--args-file PATH | --argv-json JSON)
-      Parse the argv with the installed SGLang's prepare_server_args() and refuse abbreviated flags (argparse
-      accepts an unambiguous prefix today and rejects it once SGLang adds a second flag with that prefix, as
-      --cuda-graph-max-bs in 0.5.22). Exit 0 ok, 2 rejected (SGLang's own message), 3 SGLang not importable.
+  <venv>/bin/python gpuserve-sglang validate-args (--args-file PATH | --argv-json JSON) [--check-model]
+          [--env-file F] [--record FILE [--record-read-only] --src DIR] [--venv DIR] [--lib DIR]
+      Check the argv as far as it can be checked without a GPU, with the installed SGLang: its parser
+      (prepare_server_args), full flag names (argparse accepts an unambiguous prefix today and rejects it once SGLang
+      adds a second flag with that prefix, as --cuda-graph-max-bs in 0.5.22), the values SGLang checks only once it
+      runs (START_ONLY_RANGES), its start checks for any model (resolve_once on a copy with model_path 'dummy'), the
+      speculative algorithm's name, and with --check-model each model directory (config.json, SGLang's config
+      loader). F's variables are set first (the unit's EnvironmentFile). With --record, a passed check is recorded
+      with a key of its inputs (the install as _install_fingerprint takes it, the argv, the model files, SGLANG_*
+      variables, this file); while they hold, SGLang is not imported and the result says since when
+      (`cached_since`); a failed check removes the record; --record-read-only never writes it.
+      Exit 0 ok, 2 rejected (SGLang's own message, or which setting and why), 3 SGLang not importable.
   gpuserve-sglang env-proof --unit U [--env-file F] [--expected-json J] [--min-schedulers N]
       Every process of the unit's control group (and sub-groups) carries every expected variable, by value, in
       /proc/PID/environ: the exec-time environment; SGLang's workers are exec'd by multiprocessing 'spawn', so
@@ -22,10 +30,11 @@
       The SGLang tree's commit and local changes (git status, untracked files included), read by the collection's
       one reader of "which commit runs, is it dirty" (_git_tree, sent with the gate; sglang_install sends the
       same file): for the restart decision, the manifest and the benchmark. Exit 0, 1 when git fails.
-  gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U]
-      Wait at most S seconds for /health_generate 200; stop early when the unit is not running. Called once a
-      minute by a retry loop, so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet,
-      4 the unit is not running.
+  gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U] [--listen-timeout L]
+      Wait at most S seconds for /health_generate 200; stop early when the unit is not running, or when nothing
+      listens on the port L seconds after the server's main process started. Called once a minute by a retry loop,
+      so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet, 4 the unit is not running,
+      5 not listening after L s.
   gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--lib DIR]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
@@ -320,8 +329,11 @@ def _args_key(opts, argv):
     None, then the check always runs: the SGLang install (the collection's one recipe, _install_fingerprint, with the
     tree read by _git_tree), the argv, whether the models are checked, the SGLANG_* variables the check ran with,
     and this helper itself."""
-    fingerprint = _collection_module("_install_fingerprint", opts.lib)
-    tree = _git_source(opts.src, opts.lib)
+    try:
+        fingerprint = _collection_module("_install_fingerprint", opts.lib)
+        tree = _git_source(opts.src, opts.lib)
+    except (ImportError, OSError):  # the collection's files not (yet) beside the helper, or no git
+        return None
     python = os.path.join(opts.venv, "bin", "python")
     try:
         probe = subprocess.run(fingerprint.probe_argv(python), capture_output=True, text=True, check=False)
@@ -616,6 +628,15 @@ def _unit_state(unit):
     return out.stdout.strip() or "unknown"
 
 
+def _main_started(unit):
+    """When the unit's main process (the server, after ExecStartPre's gate) started, on CLOCK_MONOTONIC, which the
+    container shares with systemd: seconds, or None when systemd has no such time (not started yet)."""
+    out = subprocess.run(["systemctl", "show", unit, "--property=ExecMainStartTimestampMonotonic", "--value"],
+                         capture_output=True, text=True, check=False)
+    value = out.stdout.strip()
+    return int(value) / 1e6 if value.isdigit() and int(value) > 0 else None
+
+
 def _probe(host, port, path, timeout):
     try:
         with socket.create_connection((host, port), timeout=2):
@@ -640,10 +661,12 @@ def cmd_wait_ready():
     parser.add_argument("--interval", type=float, default=2)
     parser.add_argument("--request-timeout", type=float, default=30)
     parser.add_argument("--unit", default="sglang.service")
+    parser.add_argument("--listen-timeout", type=float, default=0)
     opts = parser.parse_args(sys.argv[2:])
 
     start = time.monotonic()
     state, phase, status = "unknown", "not probed", None
+    main_started = None
     while True:
         state = _unit_state(opts.unit)
         if state not in ("active", "activating", "reloading"):
@@ -655,6 +678,17 @@ def cmd_wait_ready():
             print(json.dumps({"ready": True, "unit": state, "phase": phase, "status": status,
                               "waited_s": round(time.monotonic() - start, 1)}))
             return 0
+        # Nothing listens on the port: past --listen-timeout seconds from the server's own start (not from this
+        # call: the lifecycle calls once a minute), the server is not coming up (SGLang binds once its model loaded).
+        if opts.listen_timeout > 0 and phase == "port closed" and state == "active":
+            main_started = main_started or _main_started(opts.unit)
+            up = time.monotonic() - main_started if main_started is not None else 0
+            if up >= opts.listen_timeout:
+                print(json.dumps({"ready": False, "unit": state, "status": status,
+                                  "phase": f"nothing listens on {opts.host}:{opts.port} {up:.0f} s after the server "
+                                           f"started (listen timeout {opts.listen_timeout:g} s)",
+                                  "waited_s": round(time.monotonic() - start, 1)}))
+                return 5
         if time.monotonic() - start + opts.interval >= opts.budget:
             break
         time.sleep(opts.interval)
