@@ -321,7 +321,15 @@ def test_a_passed_check_is_recorded_and_the_same_inputs_never_import_sglang_agai
     rc, again, err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
     assert (rc, err) == (0, "")
     assert again == dict(first, cached_since=entry["proven_at"])  # the same answer, SGLang not imported
-    assert not os.path.exists(str(world.record) + ".tmp")
+    assert os.listdir(str(world.record.parent)) == ["args.json"]  # no temporary file left
+
+
+def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(helper, monkeypatch, capsys, sglang, world):
+    world.record.parent.parent.mkdir(exist_ok=True)
+    world.record.parent.write_text("a file where the record's directory should be")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and out["record"].startswith("not recorded: [Errno 17] File exists: ")
+    assert validate(helper, monkeypatch, capsys, ARGV + ["--port", "0"], *world.opts)[0] == 2  # nothing to remove
 
 
 def change(world, helper, monkeypatch, tmp_path, what):

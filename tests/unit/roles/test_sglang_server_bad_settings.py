@@ -131,6 +131,7 @@ def stubs(tmp_path_factory, collections_path):
             "sglang_server_venv": str(venv), "sglang_server_src": str(src),
             "sglang_server_env_file": str(stub / "etc/gpuserve/nccl.env"),
             "sglang_server_manifest_dir": str(stub / "var/lib/gpuserve"),
+            "sglang_server_args_check_record": str(stub / "var/cache/gpuserve/sglang-args-check.json"),
             "sglang_server_check_model": False, "sglang_server_args": dict(MODEL),
             "sglang_server_stop_timeout": 5, "sglang_server_release_grace": 1, "sglang_server_gate_timeout": 1,
             "sglang_server_ready_timeout": 10, "sglang_server_listen_timeout": 5, "sglang_server_lock_ttl": 60,
@@ -165,7 +166,8 @@ def stubs(tmp_path_factory, collections_path):
 
 # Where the role writes in a real container: none of them may appear on this machine.
 REAL_PATHS = ["/etc/gpuserve", "/etc/systemd/system/stub-control.service", "/usr/local/lib/gpuserve-sglang",
-              "/usr/local/sbin/gpuserve-sglang", "/run/gpuserve", "/var/lib/gpuserve"]
+              "/usr/local/sbin/gpuserve-sglang", "/run/gpuserve", "/var/lib/gpuserve",
+              "/var/cache/gpuserve/sglang-args-check.json"]
 # The role's fixed paths (vars/main.yml), into each host's stub. Role variables outrank the inventory, so they are
 # extra variables, templated per host.
 STUB_PATHS = {

@@ -376,12 +376,20 @@ def _cached_pass(path, key):
 
 
 def _record_pass(path, entry):
+    """Adds entry to the record (the newest ARGS_RECORD_KEEP kept); a record that cannot be written is only a cache
+    lost (a full disk: the restart's own room check says so next): the error, or None."""
     kept = [e for e in _read_args_record(path) if e["key"] != entry["key"]][-(ARGS_RECORD_KEEP - 1):]
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump({"schema": 1, "module": ARGS_CHECK_MODULE, "passed": kept + [entry]}, handle)
-    os.replace(tmp, path)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"schema": 1, "module": ARGS_CHECK_MODULE, "passed": kept + [entry]}, handle)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return f"not recorded: {exc}"
+    return None
 
 
 def cmd_validate_args():
@@ -424,12 +432,15 @@ def cmd_validate_args():
     result["ok"] = rc == 0
     if opts.record and not opts.record_read_only:
         if rc == 0 and key and not result["cached_since"]:
-            _record_pass(opts.record, {"key": key, "proven_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                       "sglang_version": result["sglang_version"], "warnings": result["warnings"],
-                                       "checks": result["checks"], "model_dirs": result.get("model", {}),
-                                       "model_files": files})
-        elif rc != 0 and os.path.exists(opts.record):
-            os.unlink(opts.record)
+            problem = _record_pass(opts.record, {
+                "key": key, "proven_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "sglang_version": result["sglang_version"], "warnings": result["warnings"], "checks": result["checks"],
+                "model_dirs": result.get("model", {}), "model_files": files})
+            if problem:
+                result["record"] = problem
+        elif rc != 0:
+            with contextlib.suppress(OSError):  # none yet; or where it cannot go, none was written either
+                os.unlink(opts.record)
     print(json.dumps(result))
     if rc == 2 and result["argv"] is not None:  # a refusal of the arguments (not: unreadable, SGLang not importable)
         sys.stderr.write(f"SGLang {result['sglang_version']} rejected the arguments: {result['error']}\n")
