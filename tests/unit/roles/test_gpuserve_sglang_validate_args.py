@@ -7,6 +7,7 @@ SGLang is a small fake in sys.modules with SGLang 0.5.23's seams: prepare_server
 resolve_once, SpeculativeAlgorithm.from_string, hf_transformers_utils.get_config. The record's inputs are real: a git
 tree, a venv directory whose python answers the install probe from a file, model directories on disk.
 """
+import importlib
 import json
 import os
 import subprocess
@@ -15,8 +16,7 @@ import types
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.tests.unit.roles.test_gpuserve_sglang_more import (  # noqa: F401
-    helper, run_json)
+from ansible_collections.gpuserve.sglang.tests.unit.roles.test_gpuserve_sglang_more import NAME, run_json
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM")
 ARGV = ["--model-path", "/m", "--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--mem-fraction-static", "0.85"]
@@ -96,6 +96,11 @@ class FakeSGLang:
     def unimportable(monkeypatch):
         """From here on `import sglang` fails: a run that still passes did not import it."""
         monkeypatch.setitem(sys.modules, "sglang", None)
+
+
+@pytest.fixture(scope="module")
+def helper():
+    return importlib.import_module(NAME)
 
 
 @pytest.fixture
@@ -311,8 +316,8 @@ def world(tmp_path, monkeypatch):
     return w
 
 
-def test_a_passed_check_is_recorded_and_the_same_inputs_never_import_sglang_again(helper, monkeypatch, capsys,
-                                                                                   sglang, world):
+def test_a_passed_check_is_recorded_and_the_same_inputs_never_import_sglang_again(
+        helper, monkeypatch, capsys, sglang, world):
     rc, first, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
     assert rc == 0 and first["cached_since"] is None and len(sglang.parsed) == 2
     entry, = json.loads(world.record.read_text())["passed"]
@@ -472,3 +477,70 @@ def test_a_record_needs_the_tree(helper, monkeypatch, capsys, sglang):
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip().endswith(
         "error: --record needs --src (the SGLang tree the install fingerprint reads)")
+
+
+@pytest.mark.foreign_python  # the helper in a process of its own, as in the container (pytest.ini)
+def test_the_record_holds_across_processes_with_only_the_files_the_role_sends(tmp_path):
+    """What the container has: the helper, _git_tree.py and _install_fingerprint.py under --lib (no ansible), a venv
+    whose python finds an SGLang. The second run finds an SGLang that cannot even be imported, and passes from the
+    record; a changed argv then has to import it, and fails."""
+    helper_file = importlib.import_module(NAME).__file__
+    lib = tmp_path / "lib" / "ansible_collections" / "gpuserve" / "sglang" / "plugins" / "module_utils"
+    lib.mkdir(parents=True)
+    for name in ("_git_tree.py", "_install_fingerprint.py"):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        (lib / name).write_text(open(os.path.join(root, "plugins", "module_utils", name)).read())
+    site = tmp_path / "site"
+    for name, text in {"sglang/__init__.py": '__version__ = "0.5.23"\n', "sglang/srt/__init__.py": "",
+                       "sglang/srt/server_args.py": FAKE_SERVER_ARGS}.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.write_text('#!/bin/sh\nPYTHONPATH=%s exec %s -S "$@"\n' % (site, sys.executable))
+    python.chmod(0o755)
+    src = tmp_path / "src"
+    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    src.mkdir()
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "pin"], check=True)
+
+    def check(argv):
+        out = subprocess.run([str(python), helper_file, "validate-args", "--argv-json", json.dumps(argv), "--record",
+                              str(tmp_path / "cache" / "args.json"), "--src", str(src), "--venv", str(venv),
+                              "--lib", str(tmp_path / "lib")], capture_output=True, text=True, check=False)
+        return out.returncode, json.loads(out.stdout)
+
+    rc, first = check(["--model-path", "/m", "--tp-size", "2"])
+    assert rc == 0 and first["cached_since"] is None and first["checks"][-1] == "SGLang's start checks for any model"
+    (site / "sglang" / "__init__.py").write_text("raise ImportError('this SGLang is broken')\n")
+    rc, again = check(["--model-path", "/m", "--tp-size", "2"])
+    assert rc == 0 and again["cached_since"] and again["checks"] == first["checks"]
+    rc, changed = check(["--model-path", "/m", "--tp-size", "4"])
+    assert rc == 3 and changed["error"] == "cannot import sglang.srt.server_args: ImportError: this SGLang is broken"
+    assert not (tmp_path / "cache" / "args.json").exists()
+
+
+FAKE_SERVER_ARGS = '''
+import argparse
+
+
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path")
+        parser.add_argument("--tp-size", type=int)
+
+
+class Record(argparse.Namespace):
+    def resolve_once(self):
+        pass
+
+
+def prepare_server_args(argv):
+    parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
+    ServerArgs.add_cli_args(parser)
+    return parser.parse_args(argv, namespace=Record())
+'''

@@ -81,8 +81,8 @@ MODEL = {"model_path": "/models/Kimi-K2.5", "speculative_draft_model_path": "/mo
 CASES = {
     "type": ({"gpuserve_port": "http"}, "gpuserve_port"),
     "range": ({"gpuserve_port": 70000}, "gpuserve_port is 70000: it must be a TCP port"),
-    "cross": ({"sglang_server_listen_timeout": 30}, "sglang_server_listen_timeout (30 s) is longer than "
-                                                     "sglang_server_ready_timeout (10 s)"),
+    "cross": ({"sglang_server_listen_timeout": 30},
+              "sglang_server_listen_timeout (30 s) is longer than sglang_server_ready_timeout (10 s)"),
     "start": ({"sglang_server_args": dict(MODEL, speculative_algorithm="EAGLE9")},
               "speculative_algorithm (--speculative-algorithm) is 'EAGLE9': SGLang refuses it at start"),
 }

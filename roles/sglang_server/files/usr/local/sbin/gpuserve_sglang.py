@@ -299,7 +299,7 @@ def _after_parse(argv, record, result, check_model, server_args_class, prepare_s
             dummy = prepare_server_args(list(argv))
             dummy.model_path = "dummy"
             dummy.resolve_once()
-        except (Exception, SystemExit) as exc:  # pylint: disable=broad-except
+        except (Exception, SystemExit) as exc:  # SGLang raises plain exceptions, or exits
             return f"{type(exc).__name__}: {exc} (SGLang's checks at start that hold for any model)", {}
         checks.append("SGLang's start checks for any model")
     algorithm = getattr(record, "speculative_algorithm", None)
