@@ -769,13 +769,13 @@ def listen_bound(helper, monkeypatch, started):
 
 def test_wait_ready_fails_when_nothing_listens_past_the_listen_timeout_from_the_servers_start(helper, server,
                                                                                               monkeypatch, capsys):
-    seen = server(["active"], [("port closed", None)])
+    seen = server(["active"], [("port closed", None)], cost=0.123)
     asked = listen_bound(helper, monkeypatch, started=seen.clock.now - 50)  # this call comes 50 s after the start
     rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60", "--unit", "u")
-    # probes at 50, 52, ... 60 s after the start: the sixth finds the bound passed
+    # probes at 50, 52.1, ... s after the start (each takes 0.123 s): the sixth finds the bound passed
     assert rc == 5 and len(seen.probes) == 6 and seen.clock.sleeps == [2] * 5 and asked == ["u"]
-    assert out == {"ready": False, "unit": "active", "status": None, "waited_s": 10.0,
-                   "phase": "nothing listens on 127.0.0.1:30000 60 s after the server started (listen timeout 60 s)"}
+    assert out == {"ready": False, "unit": "active", "status": None, "waited_s": 10.7,
+                   "phase": "nothing listens on 127.0.0.1:30000 61 s after the server started (listen timeout 60 s)"}
 
 
 def test_wait_ready_does_not_bound_a_port_that_listens_or_a_unit_still_starting(helper, server, monkeypatch, capsys):
@@ -799,7 +799,7 @@ def test_wait_ready_has_no_listen_bound_by_default(helper, server, monkeypatch, 
     assert wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--budget", "4")[0] == 3 and asked == []
 
 
-@pytest.mark.parametrize("stdout, started", [("12345678\n", 12.345678), ("0\n", None), ("", None),
+@pytest.mark.parametrize("stdout, started", [("12345678\n", 12.345678), ("1\n", 1e-06), ("0\n", None), ("", None),
                                              ("[not set]\n", None)])
 def test_main_started_reads_systemds_monotonic_time_of_the_main_process(helper, monkeypatch, stdout, started):
     calls = []

@@ -31,6 +31,7 @@ class FakeSGLang:
         self.parsed, self.resolved, self.configs = [], [], []
         self.resolve_error = None
         self.config_error = None
+        self.say = None  # a line SGLang prints while it parses
         self.seen_env = []
         fake = self
 
@@ -60,6 +61,8 @@ class FakeSGLang:
             import argparse
             fake.parsed.append(list(argv))
             fake.seen_env.append(os.environ.get("SGLANG_PROBE"))
+            if fake.say:
+                print(fake.say, file=sys.stderr)
             parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
             ServerArgs.add_cli_args(parser)
             return Record(parser.parse_args(argv))
@@ -293,7 +296,8 @@ def test_the_env_file_reaches_sglangs_checks(helper, monkeypatch, capsys, sglang
 @pytest.fixture
 def world(tmp_path, monkeypatch):
     """A clean SGLang tree, a venv whose python answers the install probe from probe.json, a record path."""
-    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_"))})
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                        if not k.upper().startswith(("SGLANG_", "SGL_"))})
     src = tmp_path / "src"
     src.mkdir()
     git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
@@ -357,12 +361,15 @@ def change(world, helper, monkeypatch, tmp_path, what):
         monkeypatch.setattr(helper, "__file__", str(copy))
     elif what == "an SGLANG_ variable":
         os.environ["SGLANG_ENABLE_TORCH_COMPILE"] = "1"
+    elif what == "an SGL_ variable":
+        os.environ["SGL_CHUNKED_PREFIX_CACHE_THRESHOLD"] = "1"
     else:
         raise AssertionError(what)
     return argv
 
 
-INPUTS = ["argv", "commit", "pyvenv.cfg", "a distribution", "the python", "the helper", "an SGLANG_ variable"]
+INPUTS = ["argv", "commit", "pyvenv.cfg", "a distribution", "the python", "the helper", "an SGLANG_ variable",
+          "an SGL_ variable"]
 
 
 @pytest.mark.parametrize("what", INPUTS)
@@ -544,3 +551,148 @@ def prepare_server_args(argv):
     ServerArgs.add_cli_args(parser)
     return parser.parse_args(argv, namespace=Record())
 '''
+
+
+# ------------------------------------------------------------------------------ the record's key and its entries
+
+def test_the_key_is_the_inputs_named_and_sorted(helper, monkeypatch, capsys, sglang, world):
+    """The key is sha256 of exactly these inputs: the install as _install_fingerprint takes it (for this module), the
+    argv, the model check, the SGLANG_/SGL_ variables, the helper's own file. Computed here from the parts."""
+    import hashlib
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _install_fingerprint as fp
+    os.environ.update(SGLANG_A="1", SGL_B="2", sglang_c="lower case is not SGLang's")
+    seen = []
+    real_module, real_source = helper._collection_module, helper._git_source
+    monkeypatch.setattr(helper, "_collection_module", lambda name, lib: seen.append((name, lib)) or real_module(name, lib))
+    monkeypatch.setattr(helper, "_git_source", lambda src, lib: seen.append(("tree", src, lib)) or real_source(src, lib))
+    opts = types.SimpleNamespace(src=str(world.src), venv=str(world.venv), lib="/the/lib", check_model=True)
+    key = helper._args_key(opts, ARGV)
+    assert seen[0] == ("_install_fingerprint", "/the/lib") and ("tree", str(world.src), "/the/lib") in seen
+    git = subprocess.run(_git_tree.status_argv(str(world.src)), capture_output=True, text=True, check=True)
+    install = fp.install_fingerprint(_git_tree.parse_status(0, git.stdout, git.stderr), 0, world.probe.read_text(),
+                                     fp.pyvenv_cfg_digest(str(world.venv)), "sglang.srt.server_args")
+    with open(helper.__file__, "rb") as handle:
+        own = hashlib.sha256(handle.read()).hexdigest()
+    inputs = {"install": install, "argv": ARGV, "check_model": True, "env": {"SGLANG_A": "1", "SGL_B": "2"},
+              "helper": own}
+    assert key == hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_record_holds_each_pass_with_its_answer(helper, monkeypatch, capsys, sglang, world):
+    monkeypatch.setattr(helper, "time", types.SimpleNamespace(strftime=__import__("time").strftime,
+                                                              gmtime=lambda: __import__("time").gmtime(0)))
+    sglang.say = "WARNING: --enable-foo is deprecated"
+    rc, first, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and first["warnings"] == ["WARNING: --enable-foo is deprecated"]
+    record = json.loads(world.record.read_text())
+    assert record == {"schema": 1, "module": "sglang.srt.server_args", "passed": [{
+        "key": record["passed"][0]["key"], "proven_at": "1970-01-01T00:00:00Z", "sglang_version": "0.5.23",
+        "warnings": ["WARNING: --enable-foo is deprecated"], "checks": ALL_CHECKS, "model_dirs": {},
+        "model_files": {}}]}
+    rc, again, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert again == dict(first, cached_since="1970-01-01T00:00:00Z")  # the warnings too
+
+
+def test_a_cached_model_check_answers_with_its_model_directories(helper, monkeypatch, capsys, sglang, world):
+    argv = ["--model-path", world.model]
+    first = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]
+    again = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]
+    assert again["cached_since"] and again["model"] == first["model"] == {"model_path": world.model}
+    entry, = json.loads(world.record.read_text())["passed"]
+    assert entry["model_dirs"] == {"model_path": world.model}
+    assert entry["model_files"] == {os.path.join(world.model, "config.json"): __import__("hashlib").sha256(
+        open(os.path.join(world.model, "config.json"), "rb").read()).hexdigest()}
+
+
+def test_files_of_the_model_beside_its_config_and_code_do_not_count(helper, monkeypatch, capsys, sglang, world):
+    """The weights are never read: a changed shard or tokenizer file does not run the check again."""
+    argv = ["--model-path", world.model]
+    assert validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[0] == 0
+    with open(os.path.join(world.model, "model-00001-of-00002.safetensors"), "w") as handle:
+        handle.write("weights")
+    assert validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]["cached_since"]
+
+
+def test_the_venv_defaults_to_the_python_the_helper_runs_under(helper, monkeypatch, capsys, sglang, world):
+    monkeypatch.setattr(sys, "prefix", str(world.venv))
+    opts = [o for i, o in enumerate(world.opts) if o != "--venv" and world.opts[i - 1] != "--venv"]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0 and world.record.exists()
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[1]["cached_since"]
+
+
+def test_the_lib_defaults_to_where_the_role_sends_the_code(helper, monkeypatch, capsys, sglang, world):
+    seen = []
+    real_module = helper._collection_module
+    monkeypatch.setattr(helper, "_collection_module", lambda name, lib: seen.append((name, lib)) or real_module(name, lib))
+    opts = [o for i, o in enumerate(world.opts) if o != "--lib" and world.opts[i - 1] != "--lib"]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0
+    assert seen and set(seen) == {("_install_fingerprint", "/usr/local/lib/gpuserve-sglang"),
+                                  ("_git_tree", "/usr/local/lib/gpuserve-sglang")}
+
+
+def test_a_record_path_without_a_directory_is_written_where_it_says(helper, monkeypatch, capsys, sglang, world, tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    opts = ["--record", "args.json"] + world.opts[2:]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0
+    assert os.listdir(str(here)) == ["args.json"]
+
+
+@pytest.mark.parametrize("path, kept", [("/m", True), ("dummy", False), ("Dummy", False), ("none", False),
+                                        ("NONE", False), ("", False), (None, False), (7, False)])
+def test_model_dirs_are_the_paths_sglang_reads_a_config_from(helper, path, kept):
+    record = types.SimpleNamespace(model_path=path)  # no speculative_draft_model_path: an SGLang without drafts
+    assert helper._model_dirs(record) == ({"model_path": path} if kept else {})
+
+
+def test_a_record_without_trust_remote_code_loads_without_it(helper, monkeypatch, sglang, tmp_path):
+    path = model_dir(tmp_path, "m")
+    assert helper._check_model(types.SimpleNamespace(model_path=path), {})[0] is None
+    assert sglang.configs == [(path, False)]
+
+
+def test_without_sglangs_loader_every_directory_is_still_checked(helper, monkeypatch, capsys, sglang, tmp_path):
+    del sys.modules["sglang.srt.utils.hf_transformers_utils"].get_config
+    argv = ["--model-path", model_dir(tmp_path, "m"), "--speculative-draft-model-path", str(tmp_path / "gone")]
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model")
+    assert rc == 2 and out["error"].startswith("speculative_draft_model_path (--speculative-draft-model-path): ")
+
+
+def test_a_loader_error_without_words_is_named_by_its_type(helper, monkeypatch, capsys, sglang, tmp_path):
+    sglang.config_error = OSError("")
+    path = model_dir(tmp_path, "m")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", path], "--check-model")
+    assert rc == 2 and out["error"] == ("model_path (--model-path): SGLang cannot load the model config in %s: "
+                                        "OSError: " % path)
+
+
+@pytest.mark.parametrize("config, ok", [('[]', False), ('{"architectures": [""]}', False),
+                                        ('{"architectures": [7]}', False), ('{"architectures": "X"}', False),
+                                        ('{"architectures": ["X", "Y"]}', True)])
+def test_a_config_names_its_architectures(helper, tmp_path, config, ok):
+    path = model_dir(tmp_path, "m", config)
+    if ok:
+        assert list(helper._model_files(path)) == [os.path.join(path, "config.json")]
+    else:
+        with pytest.raises(ValueError) as exc:
+            helper._model_files(path)
+        assert str(exc.value) == "%s/config.json names no architectures (SGLang picks the model class by its first)" % path
+
+
+def test_a_model_directory_that_cannot_be_listed_or_whose_code_cannot_be_read(helper, monkeypatch, tmp_path):
+    path = model_dir(tmp_path, "m", code="A = 1\n")
+
+    def refused(*_args, **_kw):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(helper.os, "listdir", refused)
+    with pytest.raises(ValueError) as exc:
+        helper._model_files(path)
+    assert str(exc.value) == "cannot list %s: Permission denied" % path
+    monkeypatch.undo()
+    real_open = open
+    monkeypatch.setattr(helper, "open", lambda name, *a, **kw: refused() if name.endswith(".py") else real_open(name, *a, **kw),
+                        raising=False)
+    with pytest.raises(ValueError) as exc:
+        helper._model_files(path)
+    assert str(exc.value) == "cannot read %s/configuration_x.py: Permission denied" % path

@@ -261,10 +261,11 @@ def _sglang_checks(argv, result, check_model):
             error, files = _after_parse(argv, record, result, check_model, ServerArgs, prepare_server_args)
         finally:
             plain = _ANSI.sub("", captured.getvalue())
-            result["warnings"] = [
+            # once each: the start checks parse the arguments a second time, and SGLang warns again
+            result["warnings"] = list(dict.fromkeys(
                 line.strip() for line in plain.splitlines()
                 if re.search(r"deprecat|\bwarning\b", line, re.IGNORECASE)
-            ]
+            ))
     if error:
         result["error"] = error
         return 2, {}
