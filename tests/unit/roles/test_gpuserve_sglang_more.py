@@ -778,6 +778,13 @@ def test_wait_ready_fails_when_nothing_listens_past_the_listen_timeout_from_the_
                    "phase": "nothing listens on 127.0.0.1:30000 61 s after the server started (listen timeout 60 s)"}
 
 
+def test_wait_ready_ends_the_wait_when_the_listen_timeout_is_just_reached(helper, server, monkeypatch, capsys):
+    seen = server(["active"], [("port closed", None)])
+    listen_bound(helper, monkeypatch, started=seen.clock.now - 56)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60")
+    assert rc == 5 and len(seen.probes) == 3 and out["waited_s"] == 4.0  # at 56, 58 and 60 s: 60 is the bound
+
+
 def test_wait_ready_does_not_bound_a_port_that_listens_or_a_unit_still_starting(helper, server, monkeypatch, capsys):
     seen = server(["activating", "activating", "active"], [("port closed", None), ("port closed", None),
                                                            ("HTTP 503", 503)])
