@@ -184,6 +184,11 @@ def test_no_algorithm_is_not_checked(helper, monkeypatch, capsys, sglang):
     ("--mem-fraction-static", "1", None),
     ("--mem-fraction-static", "0", None),
     ("--mem-fraction-static", "-0.1", None),
+    ("--mem-fraction-static", "nan", "mem_fraction_static (--mem-fraction-static) is nan: it must be a number above 0 "
+                                     "and below 1 (the share of each GPU's memory for the weights and the KV cache; "
+                                     "SGLang sizes its pools with it once the weights are loaded, and the rest of the "
+                                     "memory is what activations and CUDA graphs run in)"),
+    ("--mem-fraction-static", "inf", None),
     ("--tp-size", "0", "tp_size (--tp-size) is 0: it must be a whole number at least 1 (tensor-parallel GPUs)"),
     ("--max-running-requests", "0", "max_running_requests (--max-running-requests) is 0: it must be a whole number "
                                     "at least 1 (requests in a batch)"),

@@ -65,6 +65,7 @@ import hashlib
 import importlib
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -156,7 +157,8 @@ def _range_problem(field, value, low, low_open, high, high_open, integer, what):
         bounds.append(("above %s" if low_open else "at least %s") % low)
     if high is not None:
         bounds.append(("below %s" if high_open else "at most %s") % high)
-    wrong = isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and value != int(value))
+    wrong = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+        (integer and value != int(value))
     if not wrong:
         wrong = (low is not None and (value <= low if low_open else value < low)) or \
                 (high is not None and (value >= high if high_open else value > high))
