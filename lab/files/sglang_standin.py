@@ -17,7 +17,8 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
   until a verify step ran), /flush_cache,
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
-- exits 1 when it cannot bind its --host/--port, as uvicorn does under SGLang (the ranks are terminated);
+- exits 1 when it cannot bind its --host/--port (an address it lacks, a port in use or outside 0-65535), as
+  uvicorn does under SGLang (the ranks are terminated);
 What it does not do: load a model, use a GPU, or produce meaningful text.
 
 Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (default 80), GPUSIM_WARMUP_S
@@ -919,6 +920,11 @@ def bind_http(args, handler):
         # as uvicorn's Server.startup under SGLang's launch_server: log, exit 1; the ranks die with their parent
         log("ERROR:    [Errno %s] error while attempting to bind on address %r: %s"
             % (exc.errno, (args.host, args.port), (exc.strerror or str(exc)).lower()))
+        return None
+    except (OverflowError, ValueError) as exc:
+        # a port outside 0-65535: bind() raises before any errno. Uncaught, it ended the main thread while the
+        # interpreter waited on the schedulers at exit, so the process lived on without serving; SGLang exits.
+        log("ERROR:    error while attempting to bind on address %r: %s" % ((args.host, args.port), exc))
         return None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -1,8 +1,9 @@
 """Read-only state of the SGLang install, in one call (sent on stdin: python3 - MODE ...). Stdlib only.
 
 Sent ahead of it on the same stdin: the collection's plugins/module_utils/_git_tree.py, the one reader of the
-tree's commit and changes (roles/sglang_install/vars/main.yml, __sglang_install_state_script); the server's helper
-reads the tree with the same file.
+tree's commit and changes, and _install_fingerprint.py, the one recipe of the install's fingerprint
+(roles/sglang_install/vars/main.yml, __sglang_install_state_script); the server's helper reads the tree and
+fingerprints the install with the same files.
 
   state --src DIR --venv DIR --pin REF --file PATH... --dpkg PKG... --packages JSON --constraints JSON
       What the role's decisions read: whether the system packages are installed (dpkg), the tree (.git, its
@@ -108,9 +109,11 @@ def _git(src, *args):
 
 
 def _sent(name):
-    """A function of plugins/module_utils/_git_tree.py, which the role sends ahead of this file on stdin."""
+    """A function of plugins/module_utils/_git_tree.py or _install_fingerprint.py, which the role sends ahead of this
+    file on stdin."""
     if name not in globals():
-        sys.exit("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on the same stdin")
+        sys.exit("sglang_install_state.py: send plugins/module_utils/_git_tree.py and _install_fingerprint.py ahead "
+                 "of it on the same stdin")
     return globals()[name]
 
 
@@ -146,26 +149,15 @@ def cmd_state(opts):
     return result
 
 
-# Runs in the venv (python -I): what an import of SGLang depends on inside the venv.
-_VENV_FINGERPRINT = r'''
-import importlib.metadata as md, json, sys
-print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or "", d.version)
-                                                          for d in md.distributions()})}))
-'''
 SMOKE_MODULE = "sglang.srt.server_args"
 
 
 def _fingerprint(python, venv, tree):
-    """sha256 of the import's inputs, or None (then the import always runs): when the venv or the commit cannot be
-    read, or when the tree has local modifications, whose content the status lines do not capture."""
-    if tree["rc"] != 0 or tree["commit"] is None or tree["changes"]:
-        return None
-    probe = _run([python, "-I", "-c", _VENV_FINGERPRINT])
-    if probe["rc"] != 0:
-        return None
-    inputs = {"module": SMOKE_MODULE, "head": tree["commit"], "status": tree["changes"], "venv": probe["stdout"],
-              "pyvenv_cfg": _file(os.path.join(venv, "pyvenv.cfg")).get("sha1")}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    """The import's inputs as the collection's one recipe takes them (_install_fingerprint, sent on stdin ahead of
+    this file), or None: then the import always runs."""
+    probe = _run(_sent("probe_argv")(python))
+    return _sent("install_fingerprint")(tree, probe["rc"], probe["stdout"], _sent("pyvenv_cfg_digest")(venv),
+                                        SMOKE_MODULE)
 
 
 def _read_record(path):
@@ -210,6 +202,7 @@ def cmd_facts(opts):
 
 def main():
     _sent("parse_status")  # refuse before reading anything
+    _sent("install_fingerprint")
     parser = argparse.ArgumentParser(prog="sglang_install_state")
     sub = parser.add_subparsers(dest="mode", required=True)
     state = sub.add_parser("state")

@@ -269,6 +269,15 @@ def test_a_rank_1_node_that_cannot_bind_its_host_exits_1(cluster):
     assert "rendezvous" not in r1.log()
 
 
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_node_whose_port_is_outside_0_65535_exits_1_instead_of_living_on_without_serving(cluster, port):
+    # bind() raises OverflowError there, not OSError: the stand-in's process used to outlive its dead main thread
+    node = cluster(0, nnodes=1, tp=2, extra=("--port", port))
+    assert node.exit_code() == 1
+    assert "error while attempting to bind on address ('127.0.0.1', %s): bind(): port must be 0-65535" % port \
+        in node.log()
+
+
 def test_a_single_node_is_unchanged(cluster):
     node = cluster(0, nnodes=1, tp=2)
     node.ready()

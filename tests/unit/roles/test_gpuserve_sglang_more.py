@@ -205,6 +205,8 @@ def validate(helper, monkeypatch, capsys, argv):
 
 
 GOOD = ["--model-path=/models/qwen=v2", "--tp-size", "2", "--cuda-graph-max-bs=256", "--cuda-graph-bs", "1", "8"]
+# what runs on an SGLang whose parser makes its checks (no resolve_once, no speculative algorithm set)
+PARSER_CHECKS = ["parser", "full flag names", "values SGLang checks only once it runs"]
 
 
 def test_validate_args_accepts_full_flags_and_keeps_sglangs_warnings(helper, monkeypatch, capsys):
@@ -221,7 +223,7 @@ def test_validate_args_accepts_full_flags_and_keeps_sglangs_warnings(helper, mon
     assert out == {"ok": True, "sglang_version": "0.5.22", "argv": GOOD, "error": None, "warnings": [
         "WARNING: cuda graph batch sizes padded",
         "--disable-radix-cache is Deprecated, use --disable-prefix-cache",
-    ]}
+    ], "checks": PARSER_CHECKS, "cached_since": None}
 
 
 def test_validate_args_reads_an_args_file(helper, monkeypatch, capsys, tmp_path):
@@ -230,7 +232,7 @@ def test_validate_args_reads_an_args_file(helper, monkeypatch, capsys, tmp_path)
     rc, out, err = run_json(helper, monkeypatch, capsys, "validate-args", "--args-file", path)
     assert (rc, err) == (0, "")
     assert out == {"ok": True, "sglang_version": None, "argv": ["--model-path", "/models/qwen-é", "--tp", "2"],
-                   "warnings": [], "error": None}
+                   "warnings": [], "error": None, "checks": PARSER_CHECKS, "cached_since": None}
 
 
 @pytest.mark.parametrize("argv, error, hint", [
@@ -246,7 +248,7 @@ def test_validate_args_refuses_abbreviated_flags(helper, monkeypatch, capsys, ar
     message = "%s is not a full SGLang flag name; abbreviations are refused%s" % (error, hint)
     assert rc == 2
     assert out == {"ok": False, "sglang_version": "0.5.22", "argv": argv, "error": message,
-                   "warnings": ["WARNING: something deprecated"]}
+                   "warnings": ["WARNING: something deprecated"], "checks": ["parser"], "cached_since": None}
     assert err == "SGLang 0.5.22 rejected the arguments: %s\n" % message
 
 
@@ -256,7 +258,7 @@ def test_validate_args_reports_sglangs_own_parse_error(helper, monkeypatch, caps
     message = "sglang: error: argument --tp-size/--tp: invalid int value: 'two'"
     assert rc == 2
     assert out == {"ok": False, "sglang_version": "0.5.22", "argv": ["--model-path", "m", "--tp-size", "two"],
-                   "warnings": [], "error": message}
+                   "warnings": [], "error": message, "checks": [], "cached_since": None}
     assert err == "SGLang 0.5.22 rejected the arguments: %s\n" % message
 
 
@@ -281,7 +283,7 @@ def test_validate_args_takes_a_clean_exit_of_sglangs_parser_as_success(helper, m
     rc, out, err = validate(helper, monkeypatch, capsys, ["--model-path", "m"])
     assert (rc, err) == (0, "")
     assert out == {"ok": True, "sglang_version": "0.5.22", "argv": ["--model-path", "m"], "warnings": ["warning: exiting"],
-                   "error": None}
+                   "error": None, "checks": ["parser", "full flag names"], "cached_since": None}
 
 
 def test_validate_args_takes_sglangs_last_line_when_it_exits_without_an_error_line(helper, monkeypatch, capsys):
@@ -312,7 +314,8 @@ def test_validate_args_refuses_unreadable_arguments(helper, monkeypatch, capsys,
     calls = install_sglang(monkeypatch)
     rc, out, err = run_json(helper, monkeypatch, capsys, "validate-args", *source)
     assert (rc, err, calls) == (2, "", [])
-    assert out == {"ok": False, "sglang_version": None, "argv": None, "warnings": [], "error": error}
+    assert out == {"ok": False, "sglang_version": None, "argv": None, "warnings": [], "error": error, "checks": [],
+                   "cached_since": None}
 
 
 def test_validate_args_refuses_an_args_file_it_cannot_read_or_without_argv(helper, monkeypatch, capsys, tmp_path):
@@ -348,7 +351,8 @@ def test_validate_args_needs_exactly_one_source(helper, monkeypatch, capsys, arg
     err = capsys.readouterr().err
     assert exc.value.code == 2
     assert " ".join(err.split()) == ("usage: gpuserve-sglang validate-args [-h] (--args-file ARGS_FILE | --argv-json ARGV_JSON) "
-                                     "gpuserve-sglang validate-args: " + message)
+                                     "[--check-model] [--env-file ENV_FILE] [--record RECORD] [--record-read-only] "
+                                     "[--src SRC] [--venv VENV] [--lib LIB] gpuserve-sglang validate-args: " + message)
 
 
 # -------------------------------------------------------------------------------------------------------- env-proof
@@ -754,6 +758,62 @@ def test_wait_ready_stops_at_once_for_a_stopped_unit(helper, server, monkeypatch
     assert rc == 4 and seen.probes == []
     assert out == {"ready": False, "unit": "inactive", "phase": "x.service is inactive", "status": None,
                    "waited_s": 0.0}
+
+
+def listen_bound(helper, monkeypatch, started):
+    """The unit's main process started at `started` on the fake clock (None: systemd has no time); the calls."""
+    calls = []
+    monkeypatch.setattr(helper, "_main_started", lambda unit: calls.append(unit) or started)
+    return calls
+
+
+def test_wait_ready_fails_when_nothing_listens_past_the_listen_timeout_from_the_servers_start(helper, server,
+                                                                                              monkeypatch, capsys):
+    seen = server(["active"], [("port closed", None)], cost=0.123)
+    asked = listen_bound(helper, monkeypatch, started=seen.clock.now - 50)  # this call comes 50 s after the start
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60", "--unit", "u")
+    # probes at 50, 52.1, ... s after the start (each takes 0.123 s): the sixth finds the bound passed
+    assert rc == 5 and len(seen.probes) == 6 and seen.clock.sleeps == [2] * 5 and asked == ["u"]
+    assert out == {"ready": False, "unit": "active", "status": None, "waited_s": 10.7,
+                   "phase": "nothing listens on 127.0.0.1:30000 61 s after the server started (listen timeout 60 s)"}
+
+
+def test_wait_ready_ends_the_wait_when_the_listen_timeout_is_just_reached(helper, server, monkeypatch, capsys):
+    seen = server(["active"], [("port closed", None)])
+    listen_bound(helper, monkeypatch, started=seen.clock.now - 56)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60")
+    assert rc == 5 and len(seen.probes) == 3 and out["waited_s"] == 4.0  # at 56, 58 and 60 s: 60 is the bound
+
+
+def test_wait_ready_does_not_bound_a_port_that_listens_or_a_unit_still_starting(helper, server, monkeypatch, capsys):
+    seen = server(["activating", "activating", "active"], [("port closed", None), ("port closed", None),
+                                                           ("HTTP 503", 503)])
+    listen_bound(helper, monkeypatch, started=seen.clock.now - 3600)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "60", "--budget", "10")
+    assert rc == 3 and out["phase"] == "HTTP 503"  # the gate (start-pre), then a port that listens: waited on
+
+
+def test_wait_ready_without_the_servers_start_time_has_no_listen_bound(helper, server, monkeypatch, capsys):
+    server(["active"], [("port closed", None)])
+    asked = listen_bound(helper, monkeypatch, started=None)
+    rc, out = wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--listen-timeout", "1", "--budget", "6")
+    assert rc == 3 and out["phase"] == "port closed" and len(asked) == 3  # asked again each poll until it knows
+
+
+def test_wait_ready_has_no_listen_bound_by_default(helper, server, monkeypatch, capsys):
+    server(["active"], [("port closed", None)])
+    asked = listen_bound(helper, monkeypatch, started=0.0)
+    assert wait_ready(helper, monkeypatch, capsys, "--port", "30000", "--budget", "4")[0] == 3 and asked == []
+
+
+@pytest.mark.parametrize("stdout, started", [("12345678\n", 12.345678), ("1\n", 1e-06), ("0\n", None), ("", None),
+                                             ("[not set]\n", None)])
+def test_main_started_reads_systemds_monotonic_time_of_the_main_process(helper, monkeypatch, stdout, started):
+    calls = []
+    monkeypatch.setattr(helper, "subprocess", types.SimpleNamespace(run=fake_run(calls, {"systemctl": completed(stdout)})))
+    assert helper._main_started("sglang.service") == started
+    assert calls == [(["systemctl", "show", "sglang.service", "--property=ExecMainStartTimestampMonotonic", "--value"],
+                      {"capture_output": True, "text": True, "check": False})]
 
 
 def test_unit_state_asks_systemctl(helper, monkeypatch):

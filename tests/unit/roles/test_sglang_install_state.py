@@ -13,12 +13,14 @@ import pytest
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
 SCRIPT = os.path.join(ROOT, "roles", "sglang_install", "files", "sglang_install_state.py")
 GIT_TREE = os.path.join(ROOT, "plugins", "module_utils", "_git_tree.py")
+FINGERPRINT = os.path.join(ROOT, "plugins", "module_utils", "_install_fingerprint.py")
 
 
-def sent(*argv, alone=False):
-    """Run the script as the role does (tasks/state.yml, facts.yml): python3 - MODE ... with the files on stdin."""
-    with open(GIT_TREE) as tree, open(SCRIPT) as script:
-        stdin = script.read() if alone else tree.read() + "\n\n" + script.read()
+def sent(*argv):
+    """Run the script as the role does (tasks/state.yml, facts.yml): python3 - MODE ... with the files on stdin, in
+    the order of vars/main.yml's __sglang_install_state_script."""
+    with open(GIT_TREE) as tree, open(FINGERPRINT) as fingerprint, open(SCRIPT) as script:
+        stdin = tree.read() + "\n\n" + fingerprint.read() + "\n\n" + script.read()
     return subprocess.run([sys.executable, "-", *argv], input=stdin, capture_output=True, text=True, check=False)
 
 
@@ -141,8 +143,35 @@ def test_the_tree_is_read_by_the_collections_reader_in_both_modes(world):
     assert git["exists"] is True and git["tree"] == tree and git["want"]["stdout"] == head
 
 
-def test_without_the_tree_reader_ahead_of_it_the_script_refuses_by_name(world):
-    proc = sent("facts", "--src", str(world.src), "--venv", str(world.venv), alone=True)
+@pytest.mark.parametrize("ahead", [(), ("tree",), ("fingerprint",)])
+def test_without_both_collection_files_ahead_of_it_the_script_refuses_by_name(world, ahead):
+    files = {"tree": GIT_TREE, "fingerprint": FINGERPRINT}
+    stdin = "".join(open(files[name]).read() + "\n\n" for name in ahead) + open(SCRIPT).read()
+    proc = subprocess.run([sys.executable, "-", "facts", "--src", str(world.src), "--venv", str(world.venv)],
+                          input=stdin, capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.strip() == ("sglang_install_state.py: send plugins/module_utils/_git_tree.py ahead of it on "
-                                   "the same stdin")
+    assert proc.stderr.strip() == ("sglang_install_state.py: send plugins/module_utils/_git_tree.py and "
+                                   "_install_fingerprint.py ahead of it on the same stdin")
+
+
+def test_the_fingerprint_recipe_is_the_one_the_records_before_it_moved_were_written_with(world):
+    """Moving the recipe into _install_fingerprint.py changed no fingerprint: a record written before stays valid, so
+    no deploy after the upgrade imports SGLang again for nothing. The expected value is the old inline recipe's."""
+    import hashlib
+    world.facts("--record", str(world.record))
+    probe = subprocess.run([str(world.venv / "bin" / "python"), "-I", "-c", FINGERPRINT_PROBE_OF_BEFORE],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(world.src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    inputs = {"module": "sglang.srt.server_args", "head": head, "status": [], "venv": probe,
+              "pyvenv_cfg": hashlib.sha1((world.venv / "pyvenv.cfg").read_bytes()).hexdigest()}
+    before = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    assert json.loads(world.record.read_text())["fingerprint"] == before
+
+
+# sglang_install_state.py's _VENV_FINGERPRINT at 084c817, before the recipe moved
+FINGERPRINT_PROBE_OF_BEFORE = r'''
+import importlib.metadata as md, json, sys
+print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or "", d.version)
+                                                          for d in md.distributions()})}))
+'''

@@ -5,10 +5,18 @@
   gpuserve-sglang exec ARGS_FILE -- ENTRYPOINT [ARGS...]
       ExecStart of sglang.service: exec the entrypoint with the argv kept in ARGS_FILE (JSON {"argv": [...]}).
       No shell, no word splitting, no expansion; the process keeps its PID (systemd's main PID is the server).
-  <venv>/bin/python gpuserve-sglang validate-args (--args-file PATH | --argv-json JSON)
-      Parse the argv with the installed SGLang's prepare_server_args() and refuse abbreviated flags (argparse
-      accepts an unambiguous prefix today and rejects it once SGLang adds a second flag with that prefix, as
-      --cuda-graph-max-bs in 0.5.22). Exit 0 ok, 2 rejected (SGLang's own message), 3 SGLang not importable.
+  <venv>/bin/python gpuserve-sglang validate-args (--args-file PATH | --argv-json JSON) [--check-model]
+          [--env-file F] [--record FILE [--record-read-only] --src DIR] [--venv DIR] [--lib DIR]
+      Check the argv as far as it can be checked without a GPU, with the installed SGLang: its parser
+      (prepare_server_args), full flag names (argparse accepts an unambiguous prefix today and rejects it once SGLang
+      adds a second flag with that prefix, as --cuda-graph-max-bs in 0.5.22), the values SGLang checks only once it
+      runs (START_ONLY_RANGES), its start checks for any model (resolve_once on a copy with model_path 'dummy'), the
+      speculative algorithm's name, and with --check-model each model directory (config.json, SGLang's config
+      loader). F's variables are set first (the unit's EnvironmentFile). With --record, a passed check is recorded
+      with a key of its inputs (the install as _install_fingerprint takes it, the argv, the model files, SGLANG_*
+      variables, this file); while they hold, SGLang is not imported and the result says since when
+      (`cached_since`); a failed check removes the record; --record-read-only never writes it.
+      Exit 0 ok, 2 rejected (SGLang's own message, or which setting and why), 3 SGLang not importable.
   gpuserve-sglang env-proof --unit U [--env-file F] [--expected-json J] [--min-schedulers N]
       Every process of the unit's control group (and sub-groups) carries every expected variable, by value, in
       /proc/PID/environ: the exec-time environment; SGLang's workers are exec'd by multiprocessing 'spawn', so
@@ -22,10 +30,11 @@
       The SGLang tree's commit and local changes (git status, untracked files included), read by the collection's
       one reader of "which commit runs, is it dirty" (_git_tree, sent with the gate; sglang_install sends the
       same file): for the restart decision, the manifest and the benchmark. Exit 0, 1 when git fails.
-  gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U]
-      Wait at most S seconds for /health_generate 200; stop early when the unit is not running. Called once a
-      minute by a retry loop, so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet,
-      4 the unit is not running.
+  gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U] [--listen-timeout L]
+      Wait at most S seconds for /health_generate 200; stop early when the unit is not running, or when nothing
+      listens on the port L seconds after the server's main process started. Called once a minute by a retry loop,
+      so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet, 4 the unit is not running,
+      5 not listening after L s.
   gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--lib DIR]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state.
@@ -56,6 +65,7 @@ import hashlib
 import importlib
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -110,61 +120,332 @@ def _sglang_message(text, exc):
     return f"{type(exc).__name__}: {exc}"
 
 
-def cmd_validate_args():
-    parser = argparse.ArgumentParser(prog="gpuserve-sglang validate-args")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--args-file")
-    source.add_argument("--argv-json")
-    opts = parser.parse_args(sys.argv[2:])
-    result = {"ok": False, "sglang_version": None, "argv": None, "warnings": [], "error": None}
+# Values SGLang's parser accepts and SGLang refuses, or fails on, only once the server runs (after the weights load,
+# minutes on a large model), checked on the parsed arguments: (field, lowest, lowest excluded, highest, highest
+# excluded, integer, what it is). Unset (None) is SGLang's own default and passes.
+START_ONLY_RANGES = (
+    ("port", 1, False, 65535, False, True, "the TCP port the server binds, once its weights are loaded"),
+    ("mem_fraction_static", 0, True, 1, True, False,
+     "the share of each GPU's memory for the weights and the KV cache; SGLang sizes its pools with it once the "
+     "weights are loaded, and the rest of the memory is what activations and CUDA graphs run in"),
+    ("tp_size", 1, False, None, False, True, "tensor-parallel GPUs"),
+    ("pp_size", 1, False, None, False, True, "pipeline-parallel stages"),
+    ("dp_size", 1, False, None, False, True, "data-parallel replicas"),
+    ("max_running_requests", 1, False, None, False, True, "requests in a batch"),
+    ("speculative_num_steps", 1, False, None, False, True, "draft steps per verify"),
+    ("speculative_eagle_topk", 1, False, None, False, True, "draft branches per step"),
+    ("speculative_num_draft_tokens", 1, False, None, False, True, "tokens verified per step"),
+)
+ARGS_CHECK_MODULE = "sglang.srt.server_args"
+# Passed checks kept in the record: the benchmark's arms and a rollback alternate between a few argument sets.
+ARGS_RECORD_KEEP = 16
+# What a model directory's check reads besides config.json: the remote code a trust_remote_code config loads.
+MODEL_CODE_SUFFIX = ".py"
+
+
+def _flag(field):
+    return "--" + field.replace("_", "-")
+
+
+def _range_problem(field, value, low, low_open, high, high_open, integer, what):
+    """What is wrong with a parsed value of `field`, or None."""
+    if value is None:
+        return None
+    kind = "a whole number" if integer else "a number"
+    bounds = []
+    if low is not None:
+        bounds.append(("above %s" if low_open else "at least %s") % low)
+    if high is not None:
+        bounds.append(("below %s" if high_open else "at most %s") % high)
+    wrong = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+        (integer and value != int(value))
+    if not wrong:
+        wrong = (low is not None and (value <= low if low_open else value < low)) or \
+                (high is not None and (value >= high if high_open else value > high))
+    if not wrong:
+        return None
+    return "%s (%s) is %r: it must be %s %s (%s)" % (field, _flag(field), value, kind, " and ".join(bounds), what)
+
+
+def _model_files(path):
+    """{file: sha256} of what checking the model directory `path` reads (config.json, the remote code beside it).
+    Raises ValueError naming what is wrong."""
+    if not os.path.isdir(path):
+        raise ValueError("%s is not a directory in this container" % path)
     try:
-        result["argv"] = argv = _load(opts)
-    except (OSError, ValueError) as exc:
-        result["error"] = f"cannot read the arguments: {exc}"
-        print(json.dumps(result))
-        return 2
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise ValueError("cannot list %s: %s" % (path, exc.strerror or exc)) from None
+    config = os.path.join(path, "config.json")
+    try:
+        with open(config, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ValueError("cannot read %s: %s" % (config, exc.strerror or exc)) from None
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise ValueError("%s is not JSON: %s" % (config, exc)) from None
+    archs = parsed.get("architectures") if isinstance(parsed, dict) else None
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) and a for a in archs):
+        raise ValueError("%s names no architectures (SGLang picks the model class by its first)" % config)
+    files = {config: hashlib.sha256(data).hexdigest()}
+    for name in names:
+        full = os.path.join(path, name)
+        if name.endswith(MODEL_CODE_SUFFIX) and os.path.isfile(full):
+            try:
+                with open(full, "rb") as handle:
+                    files[full] = hashlib.sha256(handle.read()).hexdigest()
+            except OSError as exc:
+                raise ValueError("cannot read %s: %s" % (full, exc.strerror or exc)) from None
+    return files
+
+
+def _model_dirs(record):
+    """{field: path} of the model directories SGLang reads the config of at start."""
+    dirs = {}
+    for field in ("model_path", "speculative_draft_model_path"):
+        path = getattr(record, field, None)
+        if isinstance(path, str) and path and path.lower() not in ("dummy", "none"):
+            dirs[field] = path
+    return dirs
+
+
+def _check_model(record, result):
+    """The model directories: readable, a config.json SGLang's own loader takes. Error message or None."""
+    files = {}
+    for field, path in _model_dirs(record).items():
+        try:
+            files.update(_model_files(path))
+        except ValueError as exc:
+            return "%s (%s): %s" % (field, _flag(field), exc), {}
+        try:
+            from sglang.srt.utils.hf_transformers_utils import get_config
+        except ImportError:
+            continue  # an SGLang without this loader: the files were checked above
+        try:
+            get_config(path, trust_remote_code=bool(getattr(record, "trust_remote_code", False)))
+        except Exception as exc:  # what SGLang would fail on at start, before any weight is read
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return "%s (%s): SGLang cannot load the model config in %s: %s: %s" % (
+                field, _flag(field), path, type(exc).__name__, first), {}
+    result["model"] = _model_dirs(record)
+    return None, files
+
+
+def _sglang_checks(argv, result, check_model):
+    """SGLang's checks of argv, as far as they run without a GPU: its parser, full flag names, the values it checks
+    only once it runs, its argument resolution up to the model (the checks it makes for any model), the
+    speculative algorithm's name and, with check_model, the model directories. Fills result; returns (rc, model
+    files read)."""
     try:
         import sglang
         from sglang.srt.server_args import ServerArgs, prepare_server_args
         result["sglang_version"] = getattr(sglang, "__version__", None)
     except Exception as exc:  # any import failure means we cannot vouch for the arguments
         result["error"] = f"cannot import sglang.srt.server_args: {type(exc).__name__}: {exc}"
-        print(json.dumps(result))
-        return 3
+        return 3, {}
 
     captured = io.StringIO()
-    rc = 0
     with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
         try:
-            prepare_server_args(list(argv))
+            record = prepare_server_args(list(argv))
         except SystemExit as exc:
             if exc.code not in (0, None):
                 result["error"] = _sglang_message(captured.getvalue(), exc)
-                rc = 2
-        except Exception as exc:  # ServerArgs.__post_init__ raises plain exceptions for bad combinations
+                return 2, {}
+            record = None  # --help, --version: SGLang exits before it checks anything more
+        except Exception as exc:  # an older ServerArgs.__post_init__ raised plain exceptions for bad combinations
             result["error"] = f"{type(exc).__name__}: {exc}"
-            rc = 2
-    if rc == 0:
-        plain = _ANSI.sub("", captured.getvalue())
-        result["warnings"] = [
-            line.strip() for line in plain.splitlines()
-            if re.search(r"deprecat|\bwarning\b", line, re.IGNORECASE)
-        ]
-    if rc == 0:
-        probe = argparse.ArgumentParser(prog="sglang serve")
-        ServerArgs.add_cli_args(probe)
-        known = set(probe._option_string_actions)  # pylint: disable=protected-access
-        for token in argv:
-            flag = token.split("=", 1)[0]
-            if token.startswith("--") and flag not in known:
-                close = difflib.get_close_matches(flag, sorted(known), n=3)
-                hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                result["error"] = f"{flag} is not a full SGLang flag name; abbreviations are refused{hint}"
-                rc = 2
-                break
+            return 2, {}
+        result["checks"].append("parser")
+        try:
+            error, files = _after_parse(argv, record, result, check_model, ServerArgs, prepare_server_args)
+        finally:
+            plain = _ANSI.sub("", captured.getvalue())
+            # once each: the start checks parse the arguments a second time, and SGLang warns again
+            result["warnings"] = list(dict.fromkeys(
+                line.strip() for line in plain.splitlines()
+                if re.search(r"deprecat|\bwarning\b", line, re.IGNORECASE)
+            ))
+    if error:
+        result["error"] = error
+        return 2, {}
+    return 0, files
+
+
+def _after_parse(argv, record, result, check_model, server_args_class, prepare_server_args):
+    """The checks after SGLang's parser, in order; (the first error or None, model files read)."""
+    checks = result["checks"]
+    probe = argparse.ArgumentParser(prog="sglang serve")
+    server_args_class.add_cli_args(probe)
+    known = set(probe._option_string_actions)  # pylint: disable=protected-access
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        if token.startswith("--") and flag not in known:
+            close = difflib.get_close_matches(flag, sorted(known), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return f"{flag} is not a full SGLang flag name; abbreviations are refused{hint}", {}
+    checks.append("full flag names")
+    if record is None:
+        return None, {}
+    for rule in START_ONLY_RANGES:
+        problem = _range_problem(rule[0], getattr(record, rule[0], None), *rule[1:])
+        if problem:
+            return problem, {}
+    checks.append("values SGLang checks only once it runs")
+    # SGLang 0.5.23 resolves its arguments when it starts (ServerArgs.resolve_once); the checks that hold for any model
+    # run before its pipeline returns for a dummy model, so a copy with model_path 'dummy' runs exactly those, with
+    # no model and no GPU. An SGLang without resolve_once made its checks in the parser (ServerArgs.__post_init__).
+    if hasattr(record, "resolve_once"):
+        try:
+            dummy = prepare_server_args(list(argv))
+            dummy.model_path = "dummy"
+            dummy.resolve_once()
+        except (Exception, SystemExit) as exc:  # SGLang raises plain exceptions, or exits
+            return f"{type(exc).__name__}: {exc} (SGLang's checks at start that hold for any model)", {}
+        checks.append("SGLang's start checks for any model")
+    algorithm = getattr(record, "speculative_algorithm", None)
+    if algorithm is not None:
+        try:
+            from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+        except ImportError:
+            SpeculativeAlgorithm = None
+        if SpeculativeAlgorithm is not None:
+            try:
+                SpeculativeAlgorithm.from_string(algorithm)
+            except ValueError as exc:
+                return (f"speculative_algorithm (--speculative-algorithm) is {algorithm!r}: SGLang refuses it at "
+                        f"start ({exc})"), {}
+            checks.append("speculative algorithm")
+    if not check_model:
+        return None, {}
+    problem, files = _check_model(record, result)
+    if problem:
+        return problem, {}
+    checks.append("model config")
+    return None, files
+
+
+def _args_key(opts, argv):
+    """sha256 of everything the argument check's answer depends on except the model files (checked per entry), or
+    None, then the check always runs: the SGLang install (the collection's one recipe, _install_fingerprint, with the
+    tree read by _git_tree), the argv, whether the models are checked, the SGLANG_* variables the check ran with,
+    and this helper itself."""
+    try:
+        fingerprint = _collection_module("_install_fingerprint", opts.lib)
+        tree = _git_source(opts.src, opts.lib)
+    except (ImportError, OSError):  # the collection's files not (yet) beside the helper, or no git
+        return None
+    python = os.path.join(opts.venv, "bin", "python")
+    try:
+        probe = subprocess.run(fingerprint.probe_argv(python), capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    install = fingerprint.install_fingerprint(tree, probe.returncode, probe.stdout,
+                                              fingerprint.pyvenv_cfg_digest(opts.venv), ARGS_CHECK_MODULE)
+    if install is None:
+        return None
+    with open(os.path.abspath(__file__), "rb") as handle:
+        helper = hashlib.sha256(handle.read()).hexdigest()
+    env = {k: v for k, v in os.environ.items() if k.startswith(("SGLANG_", "SGL_"))}
+    inputs = {"install": install, "argv": argv, "check_model": bool(opts.check_model), "env": env, "helper": helper}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _read_args_record(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    passed = record.get("passed") if isinstance(record, dict) else None
+    return [e for e in passed if isinstance(e, dict) and e.get("key")] if isinstance(passed, list) else []
+
+
+def _cached_pass(path, key):
+    """The record's entry for key whose model files still read the same, or None."""
+    for entry in _read_args_record(path):
+        if entry["key"] != key:
+            continue
+        files = {}
+        try:
+            for model_dir in (entry.get("model_dirs") or {}).values():
+                files.update(_model_files(model_dir))
+        except ValueError:
+            return None
+        return entry if files == (entry.get("model_files") or {}) else None
+    return None
+
+
+def _record_pass(path, entry):
+    """Adds entry to the record (the newest ARGS_RECORD_KEEP kept); a record that cannot be written is only a cache
+    lost (a full disk: the restart's own room check says so next): the error, or None."""
+    kept = [e for e in _read_args_record(path) if e["key"] != entry["key"]][-(ARGS_RECORD_KEEP - 1):]
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"schema": 1, "module": ARGS_CHECK_MODULE, "passed": kept + [entry]}, handle)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return f"not recorded: {exc}"
+    return None
+
+
+def cmd_validate_args():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang validate-args")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--args-file")
+    source.add_argument("--argv-json")
+    parser.add_argument("--check-model", action="store_true")
+    parser.add_argument("--env-file")
+    parser.add_argument("--record")
+    parser.add_argument("--record-read-only", action="store_true")
+    parser.add_argument("--src")
+    parser.add_argument("--venv", default=sys.prefix)
+    parser.add_argument("--lib", default=GATE_LIB)
+    opts = parser.parse_args(sys.argv[2:])
+    if opts.record and not opts.src:
+        parser.error("--record needs --src (the SGLang tree the install fingerprint reads)")
+    result = {"ok": False, "sglang_version": None, "argv": None, "warnings": [], "error": None, "checks": [],
+              "cached_since": None}
+    rc, key, files = 2, None, {}
+    try:
+        result["argv"] = argv = _load(opts)
+    except (OSError, ValueError) as exc:
+        result["error"] = f"cannot read the arguments: {exc}"
+    else:
+        # the server's environment (the unit's EnvironmentFile; it refuses to start without one, so none yet is no
+        # error here): SGLang reads SGLANG_* variables as it checks
+        with contextlib.suppress(FileNotFoundError):
+            os.environ.update(_env_file(opts.env_file) if opts.env_file else {})
+        key = _args_key(opts, argv) if opts.record else None
+        cached = _cached_pass(opts.record, key) if key else None
+        if cached:
+            rc = 0
+            result.update(sglang_version=cached.get("sglang_version"), warnings=cached.get("warnings") or [],
+                          checks=cached.get("checks") or [], cached_since=cached.get("proven_at"))
+            if cached.get("model_dirs"):
+                result["model"] = cached["model_dirs"]
+        else:
+            rc, files = _sglang_checks(argv, result, opts.check_model)
     result["ok"] = rc == 0
+    if opts.record and not opts.record_read_only:
+        if rc == 0 and key and not result["cached_since"]:
+            problem = _record_pass(opts.record, {
+                "key": key, "proven_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "sglang_version": result["sglang_version"], "warnings": result["warnings"], "checks": result["checks"],
+                "model_dirs": result.get("model", {}), "model_files": files})
+            if problem:
+                result["record"] = problem
+        elif rc != 0:
+            with contextlib.suppress(OSError):  # none yet; or where it cannot go, none was written either
+                os.unlink(opts.record)
     print(json.dumps(result))
-    if rc:
+    if rc == 2 and result["argv"] is not None:  # a refusal of the arguments (not: unreadable, SGLang not importable)
         sys.stderr.write(f"SGLang {result['sglang_version']} rejected the arguments: {result['error']}\n")
     return rc
 
@@ -370,6 +651,15 @@ def _unit_state(unit):
     return out.stdout.strip() or "unknown"
 
 
+def _main_started(unit):
+    """When the unit's main process (the server, after ExecStartPre's gate) started, on CLOCK_MONOTONIC, which the
+    container shares with systemd: seconds, or None when systemd has no such time (not started yet)."""
+    out = subprocess.run(["systemctl", "show", unit, "--property=ExecMainStartTimestampMonotonic", "--value"],
+                         capture_output=True, text=True, check=False)
+    value = out.stdout.strip()
+    return int(value) / 1e6 if value.isdigit() and int(value) > 0 else None
+
+
 def _probe(host, port, path, timeout):
     try:
         with socket.create_connection((host, port), timeout=2):
@@ -394,10 +684,12 @@ def cmd_wait_ready():
     parser.add_argument("--interval", type=float, default=2)
     parser.add_argument("--request-timeout", type=float, default=30)
     parser.add_argument("--unit", default="sglang.service")
+    parser.add_argument("--listen-timeout", type=float, default=0)
     opts = parser.parse_args(sys.argv[2:])
 
     start = time.monotonic()
     state, phase, status = "unknown", "not probed", None
+    main_started = None
     while True:
         state = _unit_state(opts.unit)
         if state not in ("active", "activating", "reloading"):
@@ -409,6 +701,17 @@ def cmd_wait_ready():
             print(json.dumps({"ready": True, "unit": state, "phase": phase, "status": status,
                               "waited_s": round(time.monotonic() - start, 1)}))
             return 0
+        # Nothing listens on the port: past --listen-timeout seconds from the server's own start (not from this
+        # call: the lifecycle calls once a minute), the server is not coming up (SGLang binds once its model loaded).
+        if opts.listen_timeout > 0 and phase == "port closed" and state == "active":
+            main_started = main_started or _main_started(opts.unit)
+            up = time.monotonic() - main_started if main_started is not None else 0
+            if up >= opts.listen_timeout:
+                print(json.dumps({"ready": False, "unit": state, "status": status,
+                                  "phase": f"nothing listens on {opts.host}:{opts.port} {up:.0f} s after the server "
+                                           f"started (listen timeout {opts.listen_timeout:g} s)",
+                                  "waited_s": round(time.monotonic() - start, 1)}))
+                return 5
         if time.monotonic() - start + opts.interval >= opts.budget:
             break
         time.sleep(opts.interval)

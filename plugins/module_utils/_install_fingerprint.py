@@ -1,0 +1,53 @@
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fingerprint of the SGLang install in a container: what a check that imports SGLang depends on, so that a
+check which passed need not run again while its inputs hold. The one recipe for that fact.
+
+Private to this collection, stdlib only, and it runs no command itself (as _git_tree.py): each side runs
+probe_argv() its own way and hands the output to install_fingerprint(). Two scripts carry it into the container:
+the sglang_install role sends it on stdin ahead of its state script (the import check of sglang.srt.server_args),
+the sglang_server role copies it beside the helper (`gpuserve-sglang validate-args`, the argument check).
+
+The inputs: the tree's HEAD as _git_tree reads it, the venv's pyvenv.cfg, its Python's version and every
+distribution's name and version. A tree with local changes has no fingerprint (its status lines do not capture
+the files' contents), nor has a venv whose Python does not answer. Not seen: a file edited by hand inside
+site-packages without a version change.
+"""
+import hashlib
+import json
+import os
+
+# Runs in the venv (python -I): what an import of SGLang depends on inside the venv.
+FINGERPRINT_PROBE = r'''
+import importlib.metadata as md, json, sys
+print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or "", d.version)
+                                                          for d in md.distributions()})}))
+'''
+
+
+def probe_argv(python):
+    """The one command: the venv's Python, isolated (-I: no user site, no PYTHON* variables), lists itself."""
+    return [python, '-I', '-c', FINGERPRINT_PROBE]
+
+
+def pyvenv_cfg_digest(venv):
+    """sha1 of VENV/pyvenv.cfg (the base interpreter the venv runs on), or None when it cannot be read."""
+    try:
+        with open(os.path.join(venv, 'pyvenv.cfg'), 'rb') as handle:
+            return hashlib.sha1(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def install_fingerprint(tree, probe_rc, probe_out, pyvenv_cfg_sha1, module):
+    """sha256 hex of the install's inputs for a check of `module`, or None (then the check always runs): when the
+    tree could not be read, has no commit or has changes, or when the probe failed.
+
+    tree: _git_tree.parse_status()'s result; probe_rc, probe_out: probe_argv()'s exit status and stdout."""
+    if tree.get('rc') != 0 or tree.get('commit') is None or tree.get('changes'):
+        return None
+    if probe_rc != 0:
+        return None
+    inputs = {'module': module, 'head': tree['commit'], 'status': tree['changes'], 'venv': probe_out.strip(),
+              'pyvenv_cfg': pyvenv_cfg_sha1}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()

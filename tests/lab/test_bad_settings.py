@@ -1,0 +1,73 @@
+"""A bad setting never touches the deployed lab server (issue 30): each run fails naming the setting, and the server
+keeps its PID, its NCCL env file, its args file and its manifest. The settings are the issue's own: an algorithm
+SGLang does not have (refused by the real SGLang 0.5.23 in the container, its start checks), a port out of range,
+a lifecycle setting out of range given to restart_server.yml (which runs no preflight), and a model directory that
+is not in the container (the model check, off in the lab, turned on here). Then a new server that cannot serve
+(it cannot bind its host) is rolled back within seconds, not at the readiness timeout.
+
+Needs a deployed lab (scripts/deploy). The unit tests cover every class of setting against stub containers
+(tests/unit/roles/test_sglang_server_bad_settings.py); these prove it on the real lifecycle.
+"""
+import json
+import os
+import time
+
+import pytest
+import yaml
+
+from labutil import LAB_MARKS, ROOT, finish, pct, playbook, wait_ready
+
+pytestmark = LAB_MARKS
+DEPLOY, RESTART = "playbooks/deploy_eagle3.yml", "playbooks/restart_server.yml"
+FILES = ["/etc/gpuserve/nccl.env", "/etc/gpuserve/sglang.args", "/var/lib/gpuserve/sglang-manifest.json"]
+with open(os.path.join(ROOT, "inventory", "lab", "group_vars", "sglang.yml"), encoding="utf-8") as _handle:
+    LAB_ARGS = yaml.safe_load(_handle)["sglang_server_args"]
+
+
+def server():
+    """What a refused run must leave as it was: the unit's state and main PID, the files' sha1."""
+    unit = pct("systemctl", "show", "sglang.service", "--property=ActiveState,MainPID").stdout
+    return unit, pct("sha1sum", *FILES).stdout
+
+
+@pytest.fixture
+def deployed(lab_up):
+    if pct("systemctl", "is-active", "sglang.service", check=False).stdout.strip() != "active":
+        pytest.fail("sglang.service is not active: run scripts/deploy first", pytrace=False)
+    return server()
+
+
+@pytest.mark.parametrize("playbook_name, settings, message", [
+    (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, speculative_algorithm="EAGLE9")},
+     "speculative_algorithm (--speculative-algorithm) is 'EAGLE9': SGLang refuses it at start (Unknown speculative "
+     "algorithm name: EAGLE9). Nothing was written or stopped: the server runs as before."),
+    (DEPLOY, {"gpuserve_port": 70000},
+     "gpuserve_port is 70000: it must be a TCP port, a whole number from 1 to 65535"),
+    (RESTART, {"sglang_server_ready_timeout": -1},
+     "sglang_server_ready_timeout is -1: it must be a number of seconds above 0"),
+    (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, mem_fraction_static=0.8), "sglang_server_check_model": True},
+     "model_path (--model-path): /models/Kimi-K2.5 is not a directory in this container"),
+], ids=["algorithm", "port", "restart-timeout", "model-dir"])
+def test_a_bad_setting_fails_naming_it_and_leaves_the_server_as_it_was(deployed, playbook_name, settings, message):
+    rc, out = finish(playbook(playbook_name, "-e", json.dumps(settings)))
+    assert rc != 0
+    assert message in " ".join(out.split()), "\n".join(line for line in out.splitlines() if "fatal" in line)
+    assert server() == deployed
+
+
+@pytest.mark.lab_full  # molecule's default scenario rolls the same config back; this adds the bound and its figure
+def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
+    """host 192.0.2.1 passes every check before the stop (SGLang binds only at start), the new server cannot bind
+    it and exits: the readiness wait ends at its next poll, not after sglang_server_ready_timeout (1800 s), and the
+    last verified config serves again."""
+    settings = {"sglang_server_args": dict(LAB_ARGS, host="192.0.2.1")}
+    began = time.monotonic()
+    rc, out = finish(playbook(DEPLOY, "-e", json.dumps(settings)))
+    took = time.monotonic() - began
+    flat = " ".join(out.split())
+    assert rc != 0 and "the server stopped while starting" in flat, flat[-3000:]
+    assert "Rollback: done: the last verified config is serving again" in flat, flat[-3000:]
+    manifest = json.loads(pct("cat", FILES[2]).stdout)
+    assert manifest["phase"] == "rollback" and wait_ready()["ready"] is True
+    print("GPUSERVE_BAD_SETTINGS rollback of a server that cannot bind: the whole deploy run took %.1f s" % took)
+    assert took < 300, "the failed start was noticed only after %.0f s" % took

@@ -1,0 +1,703 @@
+"""gpuserve-sglang validate-args beyond SGLang's parser (test_gpuserve_sglang_more.py has the parser's part): the
+values SGLang checks only once it runs, its start checks for any model (resolve_once on a dummy model), the
+speculative algorithm's name, the model directories, and the record that lets an unchanged argument check skip
+SGLang (issue 30).
+
+SGLang is a small fake in sys.modules with SGLang 0.5.23's seams: prepare_server_args returning a record with
+resolve_once, SpeculativeAlgorithm.from_string, hf_transformers_utils.get_config. The record's inputs are real: a git
+tree, a venv directory whose python answers the install probe from a file, model directories on disk.
+"""
+import importlib
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.tests.unit.roles.test_gpuserve_sglang_more import NAME, run_json
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM")
+ARGV = ["--model-path", "/m", "--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--mem-fraction-static", "0.85"]
+ALL_CHECKS = ["parser", "full flag names", "values SGLang checks only once it runs",
+              "SGLang's start checks for any model", "speculative algorithm"]
+
+
+class FakeSGLang:
+    """What the helper sees of SGLang; counts what ran."""
+
+    def __init__(self, monkeypatch):
+        self.parsed, self.resolved, self.configs = [], [], []
+        self.resolve_error = None
+        self.config_error = None
+        self.say = None  # a line SGLang prints while it parses
+        self.seen_env = []
+        fake = self
+
+        class Record:
+            def __init__(self, ns):
+                self.__dict__.update(vars(ns))
+
+            def resolve_once(self):
+                fake.resolved.append(self.model_path)
+                if fake.resolve_error is not None:
+                    raise fake.resolve_error
+
+        class ServerArgs:
+            @staticmethod
+            def add_cli_args(parser):
+                parser.add_argument("--model-path")
+                parser.add_argument("--speculative-draft-model-path")
+                parser.add_argument("--tp-size", type=int, default=1)
+                parser.add_argument("--port", type=int, default=30000)
+                parser.add_argument("--mem-fraction-static", type=float)
+                parser.add_argument("--max-running-requests", type=int)
+                parser.add_argument("--speculative-algorithm")
+                parser.add_argument("--speculative-num-steps", type=int)
+                parser.add_argument("--trust-remote-code", action="store_true")
+
+        def prepare_server_args(argv):
+            import argparse
+            fake.parsed.append(list(argv))
+            fake.seen_env.append(os.environ.get("SGLANG_PROBE"))
+            if fake.say:
+                print(fake.say, file=sys.stderr)
+            parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
+            ServerArgs.add_cli_args(parser)
+            return Record(parser.parse_args(argv))
+
+        class SpeculativeAlgorithm:
+            @staticmethod
+            def from_string(name):
+                if name.upper() not in ALGORITHMS:
+                    raise ValueError("Unknown speculative algorithm name: %s" % name)
+                return name.upper()
+
+        def get_config(path, trust_remote_code):
+            fake.configs.append((path, trust_remote_code))
+            if fake.config_error is not None:
+                raise fake.config_error
+            return types.SimpleNamespace(architectures=["X"])
+
+        modules = {
+            "sglang": {"__version__": "0.5.23"},
+            "sglang.srt": {},
+            "sglang.srt.server_args": {"ServerArgs": ServerArgs, "prepare_server_args": prepare_server_args},
+            "sglang.srt.speculative": {},
+            "sglang.srt.speculative.spec_info": {"SpeculativeAlgorithm": SpeculativeAlgorithm},
+            "sglang.srt.utils": {},
+            "sglang.srt.utils.hf_transformers_utils": {"get_config": get_config},
+        }
+        for name, attrs in modules.items():
+            mod = types.ModuleType(name)
+            mod.__path__ = []  # a package, so its submodules import
+            mod.__dict__.update(attrs)
+            monkeypatch.setitem(sys.modules, name, mod)
+
+    @staticmethod
+    def unimportable(monkeypatch):
+        """From here on `import sglang` fails: a run that still passes did not import it."""
+        monkeypatch.setitem(sys.modules, "sglang", None)
+
+
+@pytest.fixture(scope="module")
+def helper():
+    return importlib.import_module(NAME)
+
+
+@pytest.fixture
+def sglang(monkeypatch):
+    return FakeSGLang(monkeypatch)
+
+
+def validate(helper, monkeypatch, capsys, argv, *extra):
+    return run_json(helper, monkeypatch, capsys, "validate-args", "--argv-json", json.dumps(argv), *extra)
+
+
+# ------------------------------------------------------------------------------------------------- the checks
+
+def test_every_check_runs_in_order_and_the_start_checks_run_on_a_dummy_model(helper, monkeypatch, capsys, sglang):
+    rc, out, err = validate(helper, monkeypatch, capsys, ARGV)
+    assert (rc, err) == (0, "")
+    assert out == {"ok": True, "sglang_version": "0.5.23", "argv": ARGV, "warnings": [], "error": None,
+                   "checks": ALL_CHECKS, "cached_since": None}
+    assert sglang.parsed == [ARGV, ARGV]  # the record, then the copy that resolves
+    assert sglang.resolved == ["dummy"]  # SGLang's checks for any model, never the model's own
+    assert sglang.configs == []  # no model check unless asked
+
+
+def test_sglangs_start_checks_refuse_with_sglangs_message(helper, monkeypatch, capsys, sglang):
+    sglang.resolve_error = ValueError("--prefill-decode-interval must be positive")
+    rc, out, err = validate(helper, monkeypatch, capsys, ARGV)
+    message = ("ValueError: --prefill-decode-interval must be positive (SGLang's checks at start that hold for any "
+               "model)")
+    assert (rc, out["ok"], out["error"]) == (2, False, message)
+    assert out["checks"] == ALL_CHECKS[:3]
+    assert err == "SGLang 0.5.23 rejected the arguments: %s\n" % message
+
+
+def test_an_exit_inside_sglangs_start_checks_is_a_refusal(helper, monkeypatch, capsys, sglang):
+    sglang.resolve_error = SystemExit(1)
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV)
+    assert rc == 2 and out["error"] == "SystemExit: 1 (SGLang's checks at start that hold for any model)"
+
+
+def test_an_sglang_without_resolve_once_checks_in_its_parser_only(helper, monkeypatch, capsys, sglang):
+    del sys.modules["sglang.srt.speculative.spec_info"].SpeculativeAlgorithm
+    record_class = sys.modules["sglang.srt.server_args"].prepare_server_args([]).__class__
+    sglang.parsed.clear()
+    monkeypatch.delattr(record_class, "resolve_once")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV)
+    assert rc == 0 and out["checks"] == ALL_CHECKS[:3] and sglang.parsed == [ARGV]
+
+
+@pytest.mark.parametrize("name", ["EAGLE9", "eagle-3", "MEDUSA"])
+def test_an_algorithm_sglang_does_not_have_is_refused_naming_the_setting(helper, monkeypatch, capsys, sglang, name):
+    argv = ["--model-path", "/m", "--speculative-algorithm", name]
+    rc, out, err = validate(helper, monkeypatch, capsys, argv)
+    message = ("speculative_algorithm (--speculative-algorithm) is %r: SGLang refuses it at start (Unknown "
+               "speculative algorithm name: %s)" % (name, name))
+    assert (rc, out["error"]) == (2, message) and err == "SGLang 0.5.23 rejected the arguments: %s\n" % message
+
+
+@pytest.mark.parametrize("name", ["eagle3", "NGRAM"])
+def test_a_known_algorithm_in_any_case_passes(helper, monkeypatch, capsys, sglang, name):
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", "/m", "--speculative-algorithm", name])
+    assert rc == 0 and out["checks"][-1] == "speculative algorithm"
+
+
+def test_no_algorithm_is_not_checked(helper, monkeypatch, capsys, sglang):
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", "/m"])
+    assert rc == 0 and out["checks"] == ALL_CHECKS[:4]
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--port", "70000", "port (--port) is 70000: it must be a whole number at least 1 and at most 65535 (the TCP "
+                        "port the server binds, once its weights are loaded)"),
+    ("--port", "0", "port (--port) is 0: it must be a whole number at least 1 and at most 65535 (the TCP port the "
+                    "server binds, once its weights are loaded)"),
+    ("--mem-fraction-static", "1.5",
+     "mem_fraction_static (--mem-fraction-static) is 1.5: it must be a number above 0 and below 1 (the share of each "
+     "GPU's memory for the weights and the KV cache; SGLang sizes its pools with it once the weights are loaded, and "
+     "the rest of the memory is what activations and CUDA graphs run in)"),
+    ("--mem-fraction-static", "1", None),
+    ("--mem-fraction-static", "0", None),
+    ("--mem-fraction-static", "-0.1", None),
+    ("--mem-fraction-static", "nan", "mem_fraction_static (--mem-fraction-static) is nan: it must be a number above 0 "
+                                     "and below 1 (the share of each GPU's memory for the weights and the KV cache; "
+                                     "SGLang sizes its pools with it once the weights are loaded, and the rest of the "
+                                     "memory is what activations and CUDA graphs run in)"),
+    ("--mem-fraction-static", "inf", None),
+    ("--tp-size", "0", "tp_size (--tp-size) is 0: it must be a whole number at least 1 (tensor-parallel GPUs)"),
+    ("--max-running-requests", "0", "max_running_requests (--max-running-requests) is 0: it must be a whole number "
+                                    "at least 1 (requests in a batch)"),
+    ("--speculative-num-steps", "0", None),
+])
+def test_values_sglang_checks_only_once_it_runs_are_refused_before(helper, monkeypatch, capsys, sglang, flag, value,
+                                                                   message):
+    field = flag[2:].replace("-", "_")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", "/m", flag, value])
+    assert rc == 2 and out["error"].startswith("%s (%s) is " % (field, flag))
+    if message:
+        assert out["error"] == message
+    assert sglang.resolved == []  # refused before SGLang's slower checks
+
+
+@pytest.mark.parametrize("flag, value", [("--port", "1"), ("--port", "65535"), ("--mem-fraction-static", "0.999"),
+                                         ("--mem-fraction-static", "0.01"), ("--tp-size", "1")])
+def test_values_at_the_edges_pass(helper, monkeypatch, capsys, sglang, flag, value):
+    assert validate(helper, monkeypatch, capsys, ["--model-path", "/m", flag, value])[0] == 0
+
+
+@pytest.mark.parametrize("value, problem", [
+    (True, "True"), ("8", "'8'"), (2.5, "2.5"), (None, None), (3.0, None), (1, None),
+])
+def test_range_problem_refuses_what_is_not_a_number_of_its_kind(helper, value, problem):
+    got = helper._range_problem("tp_size", value, 1, False, None, False, True, "GPUs")
+    assert got == (None if problem is None else
+                   "tp_size (--tp-size) is %s: it must be a whole number at least 1 (GPUs)" % problem)
+
+
+@pytest.mark.parametrize("value, ok", [(0, False), (0.5, True), (1, True), (1.01, False)])
+def test_range_problem_with_an_included_top_and_an_excluded_bottom(helper, value, ok):
+    got = helper._range_problem("f", value, 0, True, 1, False, False, "a share")
+    assert (got is None) == ok
+    if not ok:
+        assert got == "f (--f) is %r: it must be a number above 0 and at most 1 (a share)" % value
+
+
+# ------------------------------------------------------------------------------------------------- the models
+
+def model_dir(tmp_path, name, config='{"architectures": ["LlamaForCausalLM"]}', code=None):
+    path = tmp_path / name
+    path.mkdir()
+    if config is not None:
+        (path / "config.json").write_text(config)
+    if code is not None:
+        (path / "configuration_x.py").write_text(code)
+    return str(path)
+
+
+def test_the_model_check_loads_each_model_config_with_sglangs_loader(helper, monkeypatch, capsys, sglang, tmp_path):
+    model, draft = model_dir(tmp_path, "model"), model_dir(tmp_path, "draft")
+    argv = ["--model-path", model, "--speculative-draft-model-path", draft, "--trust-remote-code"]
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model")
+    assert rc == 0 and out["checks"][-1] == "model config"
+    assert out["model"] == {"model_path": model, "speculative_draft_model_path": draft}
+    assert sglang.configs == [(model, True), (draft, True)]
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("missing", "{path} is not a directory in this container"),
+    ("no config", "cannot read {path}/config.json: No such file or directory"),
+    ("not json", "{path}/config.json is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
+                 "(char 1)"),
+    ("no architectures", "{path}/config.json names no architectures (SGLang picks the model class by its first)"),
+    ("empty architectures", "{path}/config.json names no architectures (SGLang picks the model class by its first)"),
+])
+def test_a_missing_or_unreadable_model_directory_is_refused_naming_the_setting(helper, monkeypatch, capsys, sglang,
+                                                                               tmp_path, case, problem):
+    configs = {"no config": None, "not json": "{", "no architectures": "{}", "empty architectures":
+               '{"architectures": []}'}
+    path = str(tmp_path / "gone") if case == "missing" else model_dir(tmp_path, "m", configs[case])
+    rc, out, err = validate(helper, monkeypatch, capsys, ["--model-path", path], "--check-model")
+    message = "model_path (--model-path): " + problem.format(path=path)
+    assert (rc, out["error"]) == (2, message) and "model" not in out
+    assert sglang.configs == [] and err.endswith(message + "\n")
+
+
+def test_the_draft_model_is_checked_too(helper, monkeypatch, capsys, sglang, tmp_path):
+    argv = ["--model-path", model_dir(tmp_path, "m"), "--speculative-draft-model-path", str(tmp_path / "no-draft")]
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model")
+    assert rc == 2 and out["error"] == ("speculative_draft_model_path (--speculative-draft-model-path): %s is not a "
+                                        "directory in this container" % (tmp_path / "no-draft"))
+
+
+def test_a_config_sglangs_loader_refuses_is_refused_with_its_first_line(helper, monkeypatch, capsys, sglang, tmp_path):
+    sglang.config_error = ValueError("model type `nope` is not recognised\n\nYou can update Transformers ...")
+    path = model_dir(tmp_path, "m")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", path], "--check-model")
+    assert rc == 2 and out["error"] == ("model_path (--model-path): SGLang cannot load the model config in %s: "
+                                        "ValueError: model type `nope` is not recognised" % path)
+
+
+def test_without_the_model_check_a_missing_model_passes(helper, monkeypatch, capsys, sglang, tmp_path):
+    rc, _out, _err = validate(helper, monkeypatch, capsys, ["--model-path", str(tmp_path / "gone")])
+    assert rc == 0 and sglang.configs == []
+
+
+def test_the_env_file_reaches_sglangs_checks(helper, monkeypatch, capsys, sglang, tmp_path):
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # the helper sets the file's variables in its own env
+    env = tmp_path / "nccl.env"
+    env.write_text("NCCL_PROTO=LL\nSGLANG_PROBE=from-the-file\n")
+    assert validate(helper, monkeypatch, capsys, ARGV, "--env-file", str(env))[0] == 0
+    assert sglang.seen_env == ["from-the-file", "from-the-file"] and os.environ["NCCL_PROTO"] == "LL"
+    assert validate(helper, monkeypatch, capsys, ARGV, "--env-file", str(tmp_path / "none-yet"))[0] == 0
+
+
+# ------------------------------------------------------------------------------------------------- the record
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A clean SGLang tree, a venv whose python answers the install probe from probe.json, a record path."""
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
+                                        if not k.upper().startswith(("SGLANG_", "SGL_"))})
+    src = tmp_path / "src"
+    src.mkdir()
+    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (src / "README").write_text("sglang\n")
+    subprocess.run(git + ["add", "README"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    probe = tmp_path / "probe.json"
+    probe.write_text('{"python": "3.11.2", "dists": [["sglang", "0.5.23"]]}\n')
+    (venv / "bin" / "python").write_text("#!/bin/sh\ncat %s\n" % probe)
+    (venv / "bin" / "python").chmod(0o755)
+    models = tmp_path / "models"
+    models.mkdir()
+    w = types.SimpleNamespace(src=src, venv=venv, probe=probe, git=git, record=tmp_path / "state" / "args.json",
+                              model=model_dir(models, "model"))
+    w.opts = ["--record", str(w.record), "--src", str(src), "--venv", str(venv), "--lib", str(tmp_path / "lib")]
+    return w
+
+
+def test_a_passed_check_is_recorded_and_the_same_inputs_never_import_sglang_again(
+        helper, monkeypatch, capsys, sglang, world):
+    rc, first, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and first["cached_since"] is None and len(sglang.parsed) == 2
+    entry, = json.loads(world.record.read_text())["passed"]
+    assert len(entry["key"]) == 64 and entry["proven_at"] and entry["checks"] == ALL_CHECKS
+    FakeSGLang.unimportable(monkeypatch)
+    rc, again, err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert (rc, err) == (0, "")
+    assert again == dict(first, cached_since=entry["proven_at"])  # the same answer, SGLang not imported
+    assert os.listdir(str(world.record.parent)) == ["args.json"]  # no temporary file left
+
+
+def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(helper, monkeypatch, capsys, sglang, world):
+    world.record.parent.parent.mkdir(exist_ok=True)
+    world.record.parent.write_text("a file where the record's directory should be")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and out["record"].startswith("not recorded: [Errno 17] File exists: ")
+    assert validate(helper, monkeypatch, capsys, ARGV + ["--port", "0"], *world.opts)[0] == 2  # nothing to remove
+
+
+def change(world, helper, monkeypatch, tmp_path, what):
+    """Changes one input of the argument check; returns the argv to check."""
+    argv = list(ARGV)
+    if what == "argv":
+        argv[argv.index("--tp-size") + 1] = "4"
+    elif what == "commit":
+        (world.src / "README").write_text("two\n")
+        subprocess.run(world.git + ["commit", "-q", "-am", "two"], check=True)
+    elif what == "pyvenv.cfg":
+        (world.venv / "pyvenv.cfg").write_text("home = /opt/python3.12/bin\n")
+    elif what == "a distribution":
+        world.probe.write_text('{"python": "3.11.2", "dists": [["sglang", "0.5.23"], ["torch", "2.14.1"]]}\n')
+    elif what == "the python":
+        world.probe.write_text('{"python": "3.11.9", "dists": [["sglang", "0.5.23"]]}\n')
+    elif what == "the helper":
+        copy = tmp_path / "gpuserve-sglang"
+        copy.write_text(open(helper.__file__).read() + "\n# a newer helper\n")
+        monkeypatch.setattr(helper, "__file__", str(copy))
+    elif what == "an SGLANG_ variable":
+        os.environ["SGLANG_ENABLE_TORCH_COMPILE"] = "1"
+    elif what == "an SGL_ variable":
+        os.environ["SGL_CHUNKED_PREFIX_CACHE_THRESHOLD"] = "1"
+    else:
+        raise AssertionError(what)
+    return argv
+
+
+INPUTS = ["argv", "commit", "pyvenv.cfg", "a distribution", "the python", "the helper", "an SGLANG_ variable",
+          "an SGL_ variable"]
+
+
+@pytest.mark.parametrize("what", INPUTS)
+def test_any_single_changed_input_runs_sglang_again(helper, monkeypatch, capsys, sglang, world, tmp_path, what):
+    assert validate(helper, monkeypatch, capsys, ARGV, *world.opts)[0] == 0
+    argv = change(world, helper, monkeypatch, tmp_path, what)
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, *world.opts)
+    assert rc == 0 and out["cached_since"] is None and len(sglang.parsed) == 4  # SGLang ran again
+    assert len(json.loads(world.record.read_text())["passed"]) == 2  # both sets are kept
+
+
+@pytest.mark.parametrize("what", ["config.json", "remote code added", "remote code changed", "model gone"])
+def test_a_changed_model_directory_runs_the_check_again(helper, monkeypatch, capsys, sglang, world, what):
+    config, code = os.path.join(world.model, "config.json"), os.path.join(world.model, "configuration_x.py")
+    if what == "remote code changed":
+        with open(code, "w") as handle:
+            handle.write("A = 1\n")
+    argv = ["--model-path", world.model]
+    for _ in range(2):  # the second is the record's
+        assert validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[0] == 0
+    assert len(sglang.configs) == 1
+    if what == "config.json":
+        with open(config, "w") as handle:
+            handle.write('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2}')
+    elif what in ("remote code added", "remote code changed"):
+        with open(code, "w") as handle:
+            handle.write("A = 2\n")
+    else:
+        os.unlink(config)
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)
+    assert out["cached_since"] is None
+    if what == "model gone":
+        assert rc == 2 and out["error"].startswith("model_path (--model-path): cannot read ")
+        assert not world.record.exists()
+    else:
+        assert rc == 0 and len(sglang.configs) == 2
+
+
+def test_checking_the_models_or_not_are_two_answers(helper, monkeypatch, capsys, sglang, world):
+    argv = ["--model-path", world.model]
+    assert validate(helper, monkeypatch, capsys, argv, *world.opts)[0] == 0
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)
+    assert rc == 0 and out["cached_since"] is None and out["checks"][-1] == "model config"
+
+
+@pytest.mark.parametrize("dirt", ["untracked file", "modified file"])
+def test_a_dirty_tree_runs_sglang_every_time(helper, monkeypatch, capsys, sglang, world, dirt):
+    (world.src / ("patch.py" if dirt == "untracked file" else "README")).write_text("x = 1\n")
+    for runs in (2, 4):
+        rc, out, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+        assert rc == 0 and out["cached_since"] is None and len(sglang.parsed) == runs
+    assert not world.record.exists()
+
+
+def test_a_venv_whose_python_does_not_answer_runs_sglang_every_time(helper, monkeypatch, capsys, sglang, world):
+    (world.venv / "bin" / "python").write_text("#!/bin/sh\nexit 1\n")
+    for runs in (2, 4):
+        assert validate(helper, monkeypatch, capsys, ARGV, *world.opts)[1]["cached_since"] is None
+        assert len(sglang.parsed) == runs
+
+
+@pytest.mark.parametrize("failure", ["refused", "unimportable", "unreadable"])
+def test_a_failed_check_removes_the_record(helper, monkeypatch, capsys, sglang, world, failure):
+    assert validate(helper, monkeypatch, capsys, ARGV, *world.opts)[0] == 0 and world.record.exists()
+    if failure == "refused":
+        rc = validate(helper, monkeypatch, capsys, ARGV + ["--port", "70000"], *world.opts)[0]
+    elif failure == "unimportable":
+        FakeSGLang.unimportable(monkeypatch)
+        rc = validate(helper, monkeypatch, capsys, ARGV + ["--port", "8000"], *world.opts)[0]
+    else:
+        rc = run_json(helper, monkeypatch, capsys, "validate-args", "--argv-json", "[1]", *world.opts)[0]
+    assert rc in (2, 3) and not world.record.exists()
+    # the set that passed before is checked by SGLang again
+    sys.modules.pop("sglang") if sys.modules.get("sglang") is None else None
+    FakeSGLang(monkeypatch)
+    assert validate(helper, monkeypatch, capsys, ARGV, *world.opts)[1]["cached_since"] is None
+
+
+def test_read_only_uses_the_record_and_never_writes_or_removes_it(helper, monkeypatch, capsys, sglang, world):
+    read_only = world.opts + ["--record-read-only"]
+    assert validate(helper, monkeypatch, capsys, ARGV, *read_only)[0] == 0 and not world.record.exists()
+    assert validate(helper, monkeypatch, capsys, ARGV, *world.opts)[0] == 0
+    before = world.record.read_text()
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV, *read_only)
+    assert rc == 0 and out["cached_since"] and len(sglang.parsed) == 4
+    assert validate(helper, monkeypatch, capsys, ARGV + ["--port", "0"], *read_only)[0] == 2
+    assert world.record.read_text() == before
+
+
+def test_the_record_keeps_the_last_16_sets(helper, monkeypatch, capsys, sglang, world):
+    for port in range(8000, 8018):
+        assert validate(helper, monkeypatch, capsys, ARGV + ["--port", str(port)], *world.opts)[0] == 0
+    passed = json.loads(world.record.read_text())["passed"]
+    assert len(passed) == 16
+    assert validate(helper, monkeypatch, capsys, ARGV + ["--port", "8017"], *world.opts)[1]["cached_since"]
+    assert validate(helper, monkeypatch, capsys, ARGV + ["--port", "8001"], *world.opts)[1]["cached_since"] is None
+
+
+@pytest.mark.parametrize("content", ["{", "[]", '{"passed": "x"}', '{"passed": [1, {"no": "key"}]}'])
+def test_an_unreadable_record_is_no_record(helper, monkeypatch, capsys, sglang, world, content):
+    world.record.parent.mkdir()
+    world.record.write_text(content)
+    rc, out, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and out["cached_since"] is None
+    assert len(json.loads(world.record.read_text())["passed"]) == 1
+
+
+def test_a_record_needs_the_tree(helper, monkeypatch, capsys, sglang):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "validate-args", "--argv-json", "[]", "--record", "/r"])
+    with pytest.raises(SystemExit) as exc:
+        helper.main()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "error: --record needs --src (the SGLang tree the install fingerprint reads)")
+
+
+@pytest.mark.foreign_python  # the helper in a process of its own, as in the container (pytest.ini)
+def test_the_record_holds_across_processes_with_only_the_files_the_role_sends(tmp_path):
+    """What the container has: the helper, _git_tree.py and _install_fingerprint.py under --lib (no ansible), a venv
+    whose python finds an SGLang. The second run finds an SGLang that cannot even be imported, and passes from the
+    record; a changed argv then has to import it, and fails."""
+    helper_file = importlib.import_module(NAME).__file__
+    lib = tmp_path / "lib" / "ansible_collections" / "gpuserve" / "sglang" / "plugins" / "module_utils"
+    lib.mkdir(parents=True)
+    for name in ("_git_tree.py", "_install_fingerprint.py"):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        (lib / name).write_text(open(os.path.join(root, "plugins", "module_utils", name)).read())
+    site = tmp_path / "site"
+    for name, text in {"sglang/__init__.py": '__version__ = "0.5.23"\n', "sglang/srt/__init__.py": "",
+                       "sglang/srt/server_args.py": FAKE_SERVER_ARGS}.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.write_text('#!/bin/sh\nPYTHONPATH=%s exec %s -S "$@"\n' % (site, sys.executable))
+    python.chmod(0o755)
+    src = tmp_path / "src"
+    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    src.mkdir()
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "pin"], check=True)
+
+    def check(argv):
+        out = subprocess.run([str(python), helper_file, "validate-args", "--argv-json", json.dumps(argv), "--record",
+                              str(tmp_path / "cache" / "args.json"), "--src", str(src), "--venv", str(venv),
+                              "--lib", str(tmp_path / "lib")], capture_output=True, text=True, check=False)
+        return out.returncode, json.loads(out.stdout)
+
+    rc, first = check(["--model-path", "/m", "--tp-size", "2"])
+    assert rc == 0 and first["cached_since"] is None and first["checks"][-1] == "SGLang's start checks for any model"
+    (site / "sglang" / "__init__.py").write_text("raise ImportError('this SGLang is broken')\n")
+    rc, again = check(["--model-path", "/m", "--tp-size", "2"])
+    assert rc == 0 and again["cached_since"] and again["checks"] == first["checks"]
+    rc, changed = check(["--model-path", "/m", "--tp-size", "4"])
+    assert rc == 3 and changed["error"] == "cannot import sglang.srt.server_args: ImportError: this SGLang is broken"
+    assert not (tmp_path / "cache" / "args.json").exists()
+
+
+FAKE_SERVER_ARGS = '''
+import argparse
+
+
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path")
+        parser.add_argument("--tp-size", type=int)
+
+
+class Record(argparse.Namespace):
+    def resolve_once(self):
+        pass
+
+
+def prepare_server_args(argv):
+    parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
+    ServerArgs.add_cli_args(parser)
+    return parser.parse_args(argv, namespace=Record())
+'''
+
+
+# ------------------------------------------------------------------------------ the record's key and its entries
+
+def test_the_key_is_the_inputs_named_and_sorted(helper, monkeypatch, capsys, sglang, world):
+    """The key is sha256 of exactly these inputs: the install as _install_fingerprint takes it (for this module), the
+    argv, the model check, the SGLANG_/SGL_ variables, the helper's own file. Computed here from the parts."""
+    import hashlib
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _install_fingerprint as fp
+    os.environ.update(SGLANG_A="1", SGL_B="2", sglang_c="lower case is not SGLang's")
+    seen = []
+    real_module, real_source = helper._collection_module, helper._git_source
+    monkeypatch.setattr(helper, "_collection_module", lambda name, lib: seen.append((name, lib)) or real_module(name, lib))
+    monkeypatch.setattr(helper, "_git_source", lambda src, lib: seen.append(("tree", src, lib)) or real_source(src, lib))
+    opts = types.SimpleNamespace(src=str(world.src), venv=str(world.venv), lib="/the/lib", check_model=True)
+    key = helper._args_key(opts, ARGV)
+    assert seen[0] == ("_install_fingerprint", "/the/lib") and ("tree", str(world.src), "/the/lib") in seen
+    git = subprocess.run(_git_tree.status_argv(str(world.src)), capture_output=True, text=True, check=True)
+    install = fp.install_fingerprint(_git_tree.parse_status(0, git.stdout, git.stderr), 0, world.probe.read_text(),
+                                     fp.pyvenv_cfg_digest(str(world.venv)), "sglang.srt.server_args")
+    with open(helper.__file__, "rb") as handle:
+        own = hashlib.sha256(handle.read()).hexdigest()
+    inputs = {"install": install, "argv": ARGV, "check_model": True, "env": {"SGLANG_A": "1", "SGL_B": "2"},
+              "helper": own}
+    assert key == hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_record_holds_each_pass_with_its_answer(helper, monkeypatch, capsys, sglang, world):
+    monkeypatch.setattr(helper, "time", types.SimpleNamespace(strftime=__import__("time").strftime,
+                                                              gmtime=lambda: __import__("time").gmtime(0)))
+    sglang.say = "WARNING: --enable-foo is deprecated"
+    rc, first, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert rc == 0 and first["warnings"] == ["WARNING: --enable-foo is deprecated"]
+    record = json.loads(world.record.read_text())
+    assert record == {"schema": 1, "module": "sglang.srt.server_args", "passed": [{
+        "key": record["passed"][0]["key"], "proven_at": "1970-01-01T00:00:00Z", "sglang_version": "0.5.23",
+        "warnings": ["WARNING: --enable-foo is deprecated"], "checks": ALL_CHECKS, "model_dirs": {},
+        "model_files": {}}]}
+    rc, again, _err = validate(helper, monkeypatch, capsys, ARGV, *world.opts)
+    assert again == dict(first, cached_since="1970-01-01T00:00:00Z")  # the warnings too
+
+
+def test_a_cached_model_check_answers_with_its_model_directories(helper, monkeypatch, capsys, sglang, world):
+    argv = ["--model-path", world.model]
+    first = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]
+    again = validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]
+    assert again["cached_since"] and again["model"] == first["model"] == {"model_path": world.model}
+    entry, = json.loads(world.record.read_text())["passed"]
+    assert entry["model_dirs"] == {"model_path": world.model}
+    assert entry["model_files"] == {os.path.join(world.model, "config.json"): __import__("hashlib").sha256(
+        open(os.path.join(world.model, "config.json"), "rb").read()).hexdigest()}
+
+
+def test_files_of_the_model_beside_its_config_and_code_do_not_count(helper, monkeypatch, capsys, sglang, world):
+    """The weights are never read: a changed shard or tokenizer file does not run the check again."""
+    argv = ["--model-path", world.model]
+    assert validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[0] == 0
+    with open(os.path.join(world.model, "model-00001-of-00002.safetensors"), "w") as handle:
+        handle.write("weights")
+    assert validate(helper, monkeypatch, capsys, argv, "--check-model", *world.opts)[1]["cached_since"]
+
+
+def test_the_venv_defaults_to_the_python_the_helper_runs_under(helper, monkeypatch, capsys, sglang, world):
+    monkeypatch.setattr(sys, "prefix", str(world.venv))
+    opts = [o for i, o in enumerate(world.opts) if o != "--venv" and world.opts[i - 1] != "--venv"]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0 and world.record.exists()
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[1]["cached_since"]
+
+
+def test_the_lib_defaults_to_where_the_role_sends_the_code(helper, monkeypatch, capsys, sglang, world):
+    seen = []
+    real_module = helper._collection_module
+    monkeypatch.setattr(helper, "_collection_module", lambda name, lib: seen.append((name, lib)) or real_module(name, lib))
+    opts = [o for i, o in enumerate(world.opts) if o != "--lib" and world.opts[i - 1] != "--lib"]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0
+    assert seen and set(seen) == {("_install_fingerprint", "/usr/local/lib/gpuserve-sglang"),
+                                  ("_git_tree", "/usr/local/lib/gpuserve-sglang")}
+
+
+def test_a_record_path_without_a_directory_is_written_where_it_says(helper, monkeypatch, capsys, sglang, world, tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    opts = ["--record", "args.json"] + world.opts[2:]
+    assert validate(helper, monkeypatch, capsys, ARGV, *opts)[0] == 0
+    assert os.listdir(str(here)) == ["args.json"]
+
+
+@pytest.mark.parametrize("path, kept", [("/m", True), ("dummy", False), ("Dummy", False), ("none", False),
+                                        ("NONE", False), ("", False), (None, False), (7, False)])
+def test_model_dirs_are_the_paths_sglang_reads_a_config_from(helper, path, kept):
+    record = types.SimpleNamespace(model_path=path)  # no speculative_draft_model_path: an SGLang without drafts
+    assert helper._model_dirs(record) == ({"model_path": path} if kept else {})
+
+
+def test_a_record_without_trust_remote_code_loads_without_it(helper, monkeypatch, sglang, tmp_path):
+    path = model_dir(tmp_path, "m")
+    assert helper._check_model(types.SimpleNamespace(model_path=path), {})[0] is None
+    assert sglang.configs == [(path, False)]
+
+
+def test_without_sglangs_loader_every_directory_is_still_checked(helper, monkeypatch, capsys, sglang, tmp_path):
+    del sys.modules["sglang.srt.utils.hf_transformers_utils"].get_config
+    argv = ["--model-path", model_dir(tmp_path, "m"), "--speculative-draft-model-path", str(tmp_path / "gone")]
+    rc, out, _err = validate(helper, monkeypatch, capsys, argv, "--check-model")
+    assert rc == 2 and out["error"].startswith("speculative_draft_model_path (--speculative-draft-model-path): ")
+
+
+def test_a_loader_error_without_words_is_named_by_its_type(helper, monkeypatch, capsys, sglang, tmp_path):
+    sglang.config_error = OSError("")
+    path = model_dir(tmp_path, "m")
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", path], "--check-model")
+    assert rc == 2 and out["error"] == ("model_path (--model-path): SGLang cannot load the model config in %s: "
+                                        "OSError: " % path)
+
+
+@pytest.mark.parametrize("config, ok", [('[]', False), ('{"architectures": [""]}', False),
+                                        ('{"architectures": [7]}', False), ('{"architectures": "X"}', False),
+                                        ('{"architectures": ["X", "Y"]}', True)])
+def test_a_config_names_its_architectures(helper, tmp_path, config, ok):
+    path = model_dir(tmp_path, "m", config)
+    if ok:
+        assert list(helper._model_files(path)) == [os.path.join(path, "config.json")]
+    else:
+        with pytest.raises(ValueError) as exc:
+            helper._model_files(path)
+        assert str(exc.value) == "%s/config.json names no architectures (SGLang picks the model class by its first)" % path
+
+
+def test_a_model_directory_that_cannot_be_listed_or_whose_code_cannot_be_read(helper, monkeypatch, tmp_path):
+    path = model_dir(tmp_path, "m", code="A = 1\n")
+
+    def refused(*_args, **_kw):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(helper.os, "listdir", refused)
+    with pytest.raises(ValueError) as exc:
+        helper._model_files(path)
+    assert str(exc.value) == "cannot list %s: Permission denied" % path
+    monkeypatch.undo()
+    real_open = open
+    monkeypatch.setattr(helper, "open", lambda name, *a, **kw: refused() if name.endswith(".py") else real_open(name, *a, **kw),
+                        raising=False)
+    with pytest.raises(ValueError) as exc:
+        helper._model_files(path)
+    assert str(exc.value) == "cannot read %s/configuration_x.py: Permission denied" % path
