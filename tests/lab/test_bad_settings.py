@@ -55,7 +55,6 @@ def test_a_bad_setting_fails_naming_it_and_leaves_the_server_as_it_was(deployed,
     assert server() == deployed
 
 
-@pytest.mark.lab_full  # molecule's default scenario rolls the same config back; this adds the bound and its figure
 def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
     """host 192.0.2.1 passes every check before the stop (SGLang binds only at start), the new server cannot bind
     it and exits: the readiness wait ends at its next poll, not after sglang_server_ready_timeout (1800 s), and the
