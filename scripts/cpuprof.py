@@ -146,6 +146,13 @@ def measure(before, after, cgroup_filter=None):
             "cgroups": moved}
 
 
+def lane_filter():
+    """In a lane (scripts/lab-lanes sets GPUSERVE_LANE_CGROUPS: its containers' and nodes' cgroup names, whole), the
+    cgroups counted into an item's cpu_s: the lane's own; None (all of them) outside the lanes."""
+    names = {p for p in os.environ.get("GPUSERVE_LANE_CGROUPS", "").split(",") if p}
+    return names.__contains__ if names else None
+
+
 def append(path, row):
     if not path:
         return
@@ -162,7 +169,9 @@ def cmd_run(argv):
     before = snapshot(cgroups={})
     rc = subprocess.call(cmd)
     after = snapshot(cgroups=meter.stop())
-    row = dict(measure(before, after), kind="phase", name=name, rc=rc)
+    row = dict(measure(before, after, lane_filter()), kind="phase", name=name, rc=rc)
+    if os.environ.get("GPUSERVE_LANE"):
+        row["lane"] = os.environ["GPUSERVE_LANE"]
     append(os.environ.get("GPUSERVE_PROFILE"), row)
     return rc
 

@@ -13,16 +13,13 @@ import cpuprof  # noqa: E402  (scripts/cpuprof.py: stdlib only, shared with scri
 
 PROFILE = os.environ.get("GPUSERVE_PROFILE")
 LANE = os.environ.get("GPUSERVE_LANE", "")
-PREFIXES = tuple(p for p in os.environ.get("GPUSERVE_LANE_CGROUPS", "").split(",") if p)
-
-
-def counted(name):
-    return not PREFIXES or name.startswith(PREFIXES)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if not PROFILE:
+    # lab tests only: a conftest's hook wrapper sees every item of the run (the unit tests under tests/lab too);
+    # scripts/test profiles the unit tests as one phase
+    if not PROFILE or item.get_closest_marker("lab") is None:
         yield
         return
     meter = cpuprof.CgroupMeter().start()
@@ -31,7 +28,7 @@ def pytest_runtest_protocol(item, nextitem):
     item.stash[_OUTCOME] = outcome
     yield
     after = cpuprof.snapshot(include_self=True, cgroups=meter.stop())
-    row = dict(cpuprof.measure(before, after, counted), kind="test", name=item.nodeid,
+    row = dict(cpuprof.measure(before, after, cpuprof.lane_filter()), kind="test", name=item.nodeid,
                outcome=outcome.get("outcome", "unknown"))
     if LANE:
         row["lane"] = LANE

@@ -106,3 +106,19 @@ def test_the_meter_samples_in_its_thread_until_stopped():
         time.sleep(0.005)
     total = meter.stop()
     assert total["lxc.payload.101"] == values["n"] - 1.0 and values["n"] >= 6
+
+
+def test_a_lane_counts_its_own_cgroups_and_outside_the_lanes_every_one(monkeypatch, tmp_path):
+    monkeypatch.delenv("GPUSERVE_LANE_CGROUPS", raising=False)
+    assert cpuprof.lane_filter() is None
+    monkeypatch.setenv("GPUSERVE_LANE_CGROUPS", "lxc.payload.103,gpuserve-lab.sshd-lab-pve3")
+    keep = cpuprof.lane_filter()
+    assert [keep(n) for n in ("lxc.payload.103", "lxc.payload.101", "gpuserve-lab.sshd-lab-pve3",
+                              "gpuserve-lab.sshd-lab-pve", "lxc.payload.1030")] == [True, False, True, False, False]
+    monkeypatch.setenv("GPUSERVE_LANE_CGROUPS", "gpuserve-lab.sshd-lab-pve")  # lane main's node: not lab-pve3's
+    assert not cpuprof.lane_filter()("gpuserve-lab.sshd-lab-pve3")
+    # a phase run in a lane is named after it
+    monkeypatch.setenv("GPUSERVE_LANE", "faults")
+    monkeypatch.setenv("GPUSERVE_PROFILE", str(tmp_path / "p.jsonl"))
+    assert cpuprof.main(["run", "step", "--", sys.executable, "-c", "pass"]) == 0
+    assert json.loads((tmp_path / "p.jsonl").read_text())["lane"] == "faults"
