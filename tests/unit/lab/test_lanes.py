@@ -110,3 +110,18 @@ def test_the_lane_comes_from_gpuserve_lane_and_an_unknown_one_is_refused(monkeyp
         assert "GPUSERVE_LANE='nope': the lanes are faults, fleet, main" in str(exc)
     else:
         raise AssertionError("an unknown lane was accepted")
+
+
+def test_lane_faults_keeps_the_defaults_of_what_the_lab_shortens():
+    """inventory/lab's short timers (group_vars: the settings it sets below their roles' defaults to wait less on
+    SIMULATED parts) are the roles' own values in lane faults, so the defaults stay tested in CI."""
+    with open(os.path.join(ROOT, "roles", "sglang_server", "defaults", "main.yml"), encoding="utf-8") as f:
+        defaults = yaml.safe_load(f)
+    with open(os.path.join(ROOT, "inventory", "lab", "group_vars", "sglang.yml"), encoding="utf-8") as f:
+        lab = yaml.safe_load(f)
+    with open(os.path.join(ROOT, lanes.LANES["faults"]["inventory"]), encoding="utf-8") as f:
+        faults = group_hosts(yaml.safe_load(f)["all"]["children"]["sglang"])["ct103"]
+    shortened = {k for k, v in lab.items() if k in defaults and isinstance(v, (int, float))
+                 and not isinstance(v, bool) and v < defaults[k]}
+    assert shortened == {"sglang_server_ready_poll_interval"}
+    assert {k: faults.get(k) for k in shortened} == {k: defaults[k] for k in shortened}
