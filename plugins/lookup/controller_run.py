@@ -37,7 +37,7 @@ _raw:
   description:
     - Without O(check), one dict with C(host), C(boot_id), C(pid), C(start_ticks) (the process start in clock
       ticks after boot, which tells a reused PID apart), C(started) (ISO 8601 UTC), C(user) and C(playbooks) (the
-      playbooks on its command line, as C(ansible-playbook)'s own parser reads them: an inventory or vars file
+      playbooks on its command line, as C(ansible-playbook)'s own parser reads them; an inventory or vars file
       given with C(-i) or C(-e @FILE) is not one).
     - With O(check), one of V(alive), V(dead), V(unknown).
   type: list
