@@ -22,8 +22,8 @@ def problems(value, rule, name="s", why=None):
     ("percent", [0, 3.5, 100, "50"], [-1, 100.5, "lots"]),
 ])
 def test_each_rule_takes_its_range_and_refuses_the_rest(rule, good, bad):
-    assert [problems(v, rule) for v in good] == [[] for _ in good]
-    assert [len(problems(v, rule)) for v in bad] == [1 for _ in bad]
+    assert [problems(v, rule) for v in good] == [[]] * len(good)
+    assert [len(problems(v, rule)) for v in bad] == [1] * len(bad)
 
 
 @pytest.mark.parametrize("value, rule, message", [
