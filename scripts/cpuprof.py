@@ -13,7 +13,9 @@ Each item records:
   the lab's daemons `gpuserve-lab.*`), read from cgroup v1 cpuacct.usage or cgroup v2 cpu.stat.
 
 Usage:
-  scripts/cpuprof.py run NAME -- CMD...   run CMD, append one phase line to $GPUSERVE_PROFILE (exit status of CMD)
+  scripts/cpuprof.py run [--own] NAME -- CMD...
+                                          run CMD, append one phase line to $GPUSERVE_PROFILE (exit status of CMD);
+                                          --own: count no lab cgroup into its cpu_s (a check beside the lanes)
   scripts/cpuprof.py top [-n N] FILE      the N most expensive items by cpu_s, then the phases' sum
 Stdlib only: it runs under the host's python3 before any venv exists.
 """
@@ -162,14 +164,19 @@ def append(path, row):
 
 
 def cmd_run(argv):
+    own = argv[:1] == ["--own"]
+    if own:
+        argv = argv[1:]
     if "--" not in argv or argv.index("--") != 1:
-        sys.exit("usage: scripts/cpuprof.py run NAME -- CMD...")
+        sys.exit("usage: scripts/cpuprof.py run [--own] NAME -- CMD...")
     name, cmd = argv[0], argv[2:]
     meter = CgroupMeter().start()
     before = snapshot(cgroups={})
     rc = subprocess.call(cmd)
     after = snapshot(cgroups=meter.stop())
-    row = dict(measure(before, after, lane_filter()), kind="phase", name=name, rc=rc)
+    # --own: CMD's own process tree only (a check run beside the lab: the containers' CPU is the lanes')
+    row = dict(measure(before, after, (lambda _name: False) if own else lane_filter()), kind="phase", name=name,
+               rc=rc)
     if os.environ.get("GPUSERVE_LANE"):
         row["lane"] = os.environ["GPUSERVE_LANE"]
     append(os.environ.get("GPUSERVE_PROFILE"), row)

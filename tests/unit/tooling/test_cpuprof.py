@@ -122,3 +122,21 @@ def test_a_lane_counts_its_own_cgroups_and_outside_the_lanes_every_one(monkeypat
     monkeypatch.setenv("GPUSERVE_PROFILE", str(tmp_path / "p.jsonl"))
     assert cpuprof.main(["run", "step", "--", sys.executable, "-c", "pass"]) == 0
     assert json.loads((tmp_path / "p.jsonl").read_text())["lane"] == "faults"
+
+
+def test_a_check_run_with_own_counts_no_lab_cgroup(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUSERVE_PROFILE", str(tmp_path / "p.jsonl"))
+    monkeypatch.delenv("GPUSERVE_LANE_CGROUPS", raising=False)
+    reads = {"n": 0}
+
+    def read():  # 1 s at the meter's start, 9 s at every later look: the container used 8 s meanwhile
+        reads["n"] += 1
+        return {"lxc.payload.101": 1.0 if reads["n"] == 1 else 9.0}
+
+    monkeypatch.setattr(cpuprof, "lab_cgroups", read)
+    assert cpuprof.main(["run", "--own", "check", "--", sys.executable, "-c", "pass"]) == 0
+    reads["n"] = 0
+    assert cpuprof.main(["run", "phase", "--", sys.executable, "-c", "pass"]) == 0
+    own, phase = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert own["cgroups"] == phase["cgroups"] == {"lxc.payload.101": 8.0}  # both see it move
+    assert phase["cpu_s"] - own["cpu_s"] > 7.5  # only the plain phase counts it
