@@ -1,5 +1,6 @@
 """Write a small RANDOM Llama target and an EAGLE-3 draft for it, with a local tokenizer (no hub), for the real-SGLang
-run on a lent GPU machine (realgpu/real_sglang_h200.sh). Research note ../shared/research/sglang_on_h200.md, §5.
+run on a lent GPU machine (realgpu/real_sglang_h200.sh). The project's research note on SGLang on an H200 (not in this
+repository), §5.
 
   python3 realgpu/make_tiny_eagle3.py OUT   -> OUT/target (LlamaForCausalLM, 4 layers, hidden 256, vocab 512)
                                               OUT/draft  (LlamaForCausalLMEagle3, 1 layer, aux layers [0, 1, 2])

@@ -11,7 +11,7 @@
 #    N ranks via torch.multiprocessing spawn, one NCCL all-reduce, per-rank env; then checks NCCL's own
 #    "<VAR> set by environment to <value>" line for every NCCL_* variable on every rank;
 # 5. with --timing: 61 small all-reduces per "forward", eager vs CUDA graph, tuned (hook, no NCCL_DEBUG) vs
-#    baseline (no hook; only the three variables multi-GPU machines always need, see LAB_NOTES).
+#    baseline (no hook; only the three variables multi-GPU machines always need, the project's lab notes).
 # Logs and a summary go to ${OUT:-/tmp/out}. Needs python3 with torch; jinja2 + PyYAML for the render (ansible-core's
 # dependencies: PYTHONPATH=/tmp/site is added when that directory exists). Exit 0 only when every check passed.
 set -euo pipefail
@@ -37,7 +37,7 @@ SUMMARY=$OUT/nccl_check_summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 FAIL=0
 
-# The three variables LAB_NOTES says multi-GPU machines keep set, also for the baseline.
+# The three variables the project's lab notes say multi-GPU machines keep set, also for the baseline.
 BASE_ENV=(NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1)
 
 render() {  # render <outdir> [render_nccl_hook.py options]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares the carry folders of realgpu/real_sglang_h200.sh (issue 29) on a machine with PyPI access, and prints
-# the device calls that use them. Route C of ../shared/research/sglang_on_h200.md plus NVIDIA's CuTe DSL
+# the device calls that use them. Route C of the project's research note on SGLang on an H200 plus NVIDIA's CuTe DSL
 # (`cutlass`, which sglang 0.5.23 imports for every Llama MLP; its absence ended the first try of route C).
 #   realgpu/real_sglang_prepare.sh STAGE CARRY
 #     STAGE  a scratch folder for the downloads (kept: a second run downloads nothing)
