@@ -1,0 +1,167 @@
+"""The import rules of docs/architecture.md, read from the code: imports point one way (modules, filters and the other
+plugins import module_utils; module_utils imports only module_utils; no plugin imports a module, a filter, a lookup
+or a role's file), without a cycle; a module_utils file a role sends into the container imports at load only the
+standard library and the files sent with it; and every arrow the page draws is in the code. Each failure names the
+file."""
+import ast
+import os
+import re
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PREFIX = "ansible_collections.gpuserve.sglang.plugins."
+UTILS = os.path.join(ROOT, "plugins", "module_utils")
+
+
+def read(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def plugin_files():
+    out = []
+    for kind in sorted(os.listdir(os.path.join(ROOT, "plugins"))):
+        folder = os.path.join(ROOT, "plugins", kind)
+        if os.path.isdir(folder):
+            out += ["plugins/%s/%s" % (kind, f) for f in sorted(os.listdir(folder)) if f.endswith(".py")]
+    return out
+
+
+def imports(rel, top_level_only=False):
+    """The collection's plugin files rel imports ('plugins/module_utils/_gate.py'), and its other top-level modules."""
+    tree = ast.parse(read(rel))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found, others = set(), set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith(PREFIX):
+                path = node.module[len(PREFIX):].split(".")
+                if len(path) == 1:  # from ...plugins.module_utils import _pve_client
+                    found |= {"plugins/%s/%s.py" % (path[0], a.name) for a in node.names}
+                else:
+                    found.add("plugins/%s.py" % "/".join(path))
+            else:
+                others.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PREFIX):
+                    found.add("plugins/%s.py" % alias.name[len(PREFIX):].replace(".", "/"))
+                else:
+                    others.add(alias.name.split(".")[0])
+    return found, others
+
+
+GRAPH = {rel: imports(rel)[0] for rel in plugin_files()}
+
+
+@pytest.mark.parametrize("rel", sorted(GRAPH))
+def test_plugins_import_only_module_utils(rel):
+    bad = sorted(dep for dep in GRAPH[rel] if not dep.startswith("plugins/module_utils/"))
+    assert not bad, "%s imports %s: put the shared code in plugins/module_utils/ and import it from there" % (rel, bad)
+
+
+@pytest.mark.parametrize("rel", sorted(GRAPH))
+def test_every_import_names_an_existing_file(rel):
+    missing = sorted(dep for dep in GRAPH[rel] if not os.path.exists(os.path.join(ROOT, dep)))
+    assert not missing, "%s imports %s, which the tree does not have" % (rel, missing)
+
+
+def test_the_import_graph_has_no_cycle():
+    state = {}
+
+    def visit(node, path):
+        if state.get(node) == "done":
+            return None
+        if state.get(node) == "open":
+            return path[path.index(node):] + [node]
+        state[node] = "open"
+        for dep in sorted(GRAPH.get(node, ())):
+            cycle = visit(dep, path + [node])
+            if cycle:
+                return cycle
+        state[node] = "done"
+        return None
+
+    for start in sorted(GRAPH):
+        cycle = visit(start, [])
+        assert not cycle, "import cycle: %s" % " -> ".join(cycle)
+
+
+def sent_by_role():
+    """{role: module_utils files its tasks or vars send into the container (pasted on stdin or copied)}"""
+    names = {f for f in os.listdir(UTILS) if f.endswith(".py")}
+    out = {}
+    for role in sorted(os.listdir(os.path.join(ROOT, "roles"))):
+        text = ""
+        for sub in ("tasks", "vars"):
+            folder = os.path.join(ROOT, "roles", role, sub)
+            for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+                text += read("roles", role, sub, f)
+        sent = {n for n in re.findall(r"\b(_[a-z0-9_]+\.py)\b", text) if n in names}
+        if sent:
+            out[role] = sorted(sent)
+    return out
+
+
+SENT = sent_by_role()
+
+
+def test_the_roles_that_send_module_utils_into_the_container():
+    # docs/architecture.md, "The import graph": the three ways collection code reaches the container
+    assert set(SENT) == {"nvidia_userspace", "sglang_install", "sglang_server"}, SENT
+
+
+@pytest.mark.parametrize("role", sorted(SENT))
+def test_a_file_sent_into_the_container_loads_with_the_standard_library_and_its_companions(role):
+    bad = []
+    for name in SENT[role]:
+        rel = "plugins/module_utils/" + name
+        found, others = imports(rel, top_level_only=True)
+        strays = sorted(os.path.basename(d) for d in found if os.path.basename(d) not in SENT[role])
+        foreign = sorted(m for m in others if m not in sys.stdlib_module_names and m != "__future__")
+        if strays or foreign:
+            bad.append("%s imports at load %s" % (rel, strays + foreign))
+    assert not bad, "%s sends into the container files that cannot load there: %s" % (role, bad)
+
+
+def drawn():
+    """(solid arrows, dotted arrows) of the mermaid picture, as (from file, to file)."""
+    text = read("docs", "architecture.md")
+    (block,) = re.findall(r"```mermaid\n(.*?)```", text, re.S)
+    folders = {"m": "plugins/modules/%s.py", "f": "plugins/filter/%s.py", "u": "plugins/module_utils/_%s.py"}
+
+    def path(node):
+        kind, _, stem = node.partition("_")
+        if kind == "c":
+            hits = [os.path.relpath(os.path.join(d, f), ROOT) for d, _s, fs in os.walk(os.path.join(ROOT, "roles"))
+                    for f in fs if f == stem + ".py"]
+            assert len(hits) == 1, "docs/architecture.md draws %s: no single roles/*/files/**/%s.py" % (node, stem)
+            return hits[0]
+        return folders[kind] % stem
+
+    solid = [(path(a), path(b)) for a, b in re.findall(r"^\s*(\w+) --> (\w+)\s*$", block, re.M)]
+    dotted = [(path(a), path(b)) for a, b in re.findall(r"^\s*(\w+) -\..*?\.-> (\w+)\s*$", block, re.M)]
+    return solid, dotted
+
+
+SOLID, DOTTED = drawn()
+
+
+def test_the_picture_draws_arrows():
+    assert len(SOLID) > 20 and len(DOTTED) >= 3
+
+
+@pytest.mark.parametrize("arrow", SOLID, ids=lambda a: "%s->%s" % (os.path.basename(a[0]), os.path.basename(a[1])))
+def test_every_solid_arrow_of_the_picture_is_an_import(arrow):
+    src, dep = arrow
+    assert dep in GRAPH.get(src, ()), "docs/architecture.md draws %s -> %s, which the code does not import" % arrow
+
+
+@pytest.mark.parametrize("arrow", DOTTED, ids=lambda a: "%s->%s" % (os.path.basename(a[0]), os.path.basename(a[1])))
+def test_every_dotted_arrow_of_the_picture_is_a_file_its_role_sends(arrow):
+    src, dep = arrow
+    role = src.split("/")[1]
+    assert os.path.basename(dep) in SENT.get(role, []), (
+        "docs/architecture.md draws %s -> %s, but the role %s does not send %s" % (src, dep, role, dep))
