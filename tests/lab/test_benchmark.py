@@ -10,13 +10,12 @@ failed instead under scripts/lab-tests (GPUSERVE_LAB_REQUIRED=1).
 import json
 import os
 import struct
-import subprocess
 import sys
 import zlib
 
 import pytest
 
-from labutil import LAB_MARKS, VMID
+from labutil import LAB_MARKS, pct
 
 ansible_runner = pytest.importorskip("ansible_runner")
 
@@ -27,11 +26,6 @@ PYTHON = "/opt/sglang/venv/bin/python"
 
 
 pytestmark = LAB_MARKS
-
-
-def pct(*argv, check=True, stdin=None):
-    return subprocess.run(["/usr/sbin/pct", "exec", VMID, "--"] + list(argv), capture_output=True, text=True,
-                          check=check, input=stdin, timeout=120)
 
 
 # Baseline starts get GPUSIM_TOKENS_PER_S = BASE * (1 - DRIFT/100)^n (n = baseline starts so far); speculative

@@ -5,13 +5,14 @@ Runs its own fakepve on a free port with a stub in place of lab/lab, so it needs
 """
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
 import time
 
 import pytest
+
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
 
 pytestmark = pytest.mark.lab
 
@@ -22,12 +23,6 @@ import pve_api  # noqa: E402
 
 VMID = 9101
 TEMPLATE = 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def cli(state, *args, check=True, env=None):

@@ -6,12 +6,13 @@ place of lab/lab, the PVE host reached with the local connection, GPUs as files 
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
 
 pytestmark = pytest.mark.lab
 
@@ -22,12 +23,6 @@ PVE_API = os.path.join(ROOT, 'lab', 'pve_api.py')
 VENV_BIN = os.path.dirname(sys.executable)
 VMID = 9101
 HOST = 'ct{0}'.format(VMID)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def cli(state, *args):

@@ -22,6 +22,8 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "sglang-0.5.23-h200", "capture.json")
@@ -48,12 +50,6 @@ KNOWN = {
     "main.gpu_files": "the real main process holds /dev/nvidia* with no memory of its own; the lab's nvidia-smi would "
                       "count any holder as a user",
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(port, method, path, body=None):

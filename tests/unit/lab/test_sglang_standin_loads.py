@@ -3,7 +3,6 @@ drain waits on): num_running_reqs counts the requests in flight. Runs the stand-
 rank, simulated GPU files in a temporary directory); no lab needed."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -11,6 +10,8 @@ import time
 import urllib.request
 
 import pytest
+
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
@@ -20,12 +21,6 @@ SNAPSHOT = {"timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs", "num
             "max_total_num_tokens", "max_running_requests", "token_usage", "gen_throughput", "cache_hit_rate",
             "utilization", "total_prefill_uncached_tokens", "total_prefill_busy_us", "decode_moments", "memory",
             "queues"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path):

@@ -17,17 +17,13 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
 SPEC = importlib.util.spec_from_file_location("sglang_standin", STANDIN)
 standin = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(standin)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def status(port, path):

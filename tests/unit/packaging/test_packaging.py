@@ -72,7 +72,8 @@ def test_the_artifact_holds_nothing_of_the_lab(artifact):
     lab_only = [n for n in names
                 if n.split("/")[0] in ("lab", "molecule", "realgpu", "results", "scripts", "collections", ".ci")
                 or n.startswith(("docs/research/", "inventory/lab/", "tests/lab/",
-                                 "tests/unit/lab/", "tests/unit/docs/", "tests/fixtures/sglang-0.5.23-h200/"))]
+                                 "tests/unit/lab/", "tests/unit/docs/", "tests/support/",
+                                 "tests/fixtures/sglang-0.5.23-h200/"))]
     assert lab_only == []
 
 

@@ -1,4 +1,4 @@
-"""gpuserve-sglang validate-args beyond SGLang's parser (test_gpuserve_sglang_more.py has the parser's part): the
+"""gpuserve-sglang validate-args beyond SGLang's parser (test_gpuserve_sglang.py has the parser's part): the
 values SGLang checks only once it runs, its start checks for any model (resolve_once on a dummy model), the
 speculative algorithm's name, the model directories, and the record that lets an unchanged argument check skip
 SGLang (issue 30).
@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.tests.unit.roles.test_gpuserve_sglang_more import NAME, run_json
+from ansible_collections.gpuserve.sglang.tests.support.gpuserve_sglang import NAME, run_json
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "NGRAM")
 ARGV = ["--model-path", "/m", "--tp-size", "2", "--speculative-algorithm", "EAGLE3", "--mem-fraction-static", "0.85"]
@@ -99,11 +99,6 @@ class FakeSGLang:
     def unimportable(monkeypatch):
         """From here on `import sglang` fails: a run that still passes did not import it."""
         monkeypatch.setitem(sys.modules, "sglang", None)
-
-
-@pytest.fixture(scope="module")
-def helper():
-    return importlib.import_module(NAME)
 
 
 @pytest.fixture

@@ -2,13 +2,20 @@
 the speedup is taken against the mean of both adjacent baselines, and a changed SGLang build invalidates the arms.
 
 Runs are measured on the real idle H200 state (tests/fixtures/h200-gpu-state), so no GPU throttle interferes.
+
+Then the verdict's full report (plugins/module_utils/_bench_verdict.py): per-visit and per-arm figures at every
+concurrency, each comparison's entry, the exact problem sentences, the thresholds' edges and the degenerate
+plans (a missing side, a missing concurrency, a baseline measured at 0 tok/s). Those figures are binary-exact
+(64, 80, 256 tok/s...) so the percentages can be compared exactly.
 """
 import json
 import os
+import re
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_stats as st
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verdict as bv
 
 from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import (
@@ -128,3 +135,342 @@ def test_a_dirty_sglang_tree_invalidates_the_comparison_of_the_visit_that_ran_on
     assert arms["eagle3-s3"]["decision"] == "accepted" and arms["eagle3-s3"]["problems"] == []
     assert v["valid"] is False and v["problems"] == [dirty] and v["best_valid_arm"] == "eagle3-s3"
     assert bv.verdict(runs, visits, require_clean_tree=False)["winner"] == "eagle3-s3"
+
+
+COMMIT = "c" * 40
+NCCL_ENV = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}
+THERMAL = "0, 1400, 3201, 87, 700.0, 0x0000000000000060, P0"  # sw_thermal_slowdown + hw_thermal_slowdown
+
+
+def idle_gpus():
+    with open(os.path.join(H200_GPU_STATE, "gpu_state_idle.json"), encoding="utf-8") as f:
+        return json.load(f)["gpus"]
+
+
+def visit(index, arm):
+    """A hand-written schedule entry, without the `round` plan_arms adds."""
+    return {"index": index, "arm": arm, "kind": "baseline" if arm == b.BASELINE else "variant"}
+
+
+def plan(*arms):
+    return [visit(i, a) for i, a in enumerate(arms)]
+
+
+BVB = plan("baseline", "eagle3-s2", "baseline")
+
+
+def run(vis, tput, conc=1, repeat=0, tpot=10.0, accept=None, **prov):
+    provenance = {"sglang_commit": COMMIT, "sglang_dirty": False, "driver_version": "580.159.04",
+                  "nccl_env": dict(NCCL_ENV)}
+    provenance.update(prov)
+    return {
+        "visit": vis["index"], "arm": vis["arm"], "repeat": repeat, "concurrency": conc,
+        "metrics": {"output_throughput": tput, "mean_tpot_ms": tpot, "completed": 8, "expected": 8,
+                    "accept_length": accept},
+        "gpu_before": idle_gpus(), "gpu_after": idle_gpus(), "provenance": provenance,
+    }
+
+
+# ------------------------------------------------------------------ the whole report, two concurrencies
+
+
+def golden_runs():
+    base0, var1, base2 = BVB
+    return [
+        run(base0, 64.0, 1, tpot=16.0), run(base0, 256.0, 8, tpot=32.0),
+        run(var1, 80.0, 1, tpot=12.5, accept=2.5, nccl_env_consistent=True),
+        run(var1, 288.0, 8, tpot=28.0, accept=2.0, nccl_env_consistent=True),
+        run(base2, 64.0, 1, tpot=15.5), run(base2, 256.0, 8, tpot=30.0),
+    ]
+
+
+def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
+    v = bv.verdict(golden_runs(), BVB)
+    assert v["valid"] is True and v["problems"] == []
+    assert v["winner"] == "eagle3-s2" and v["best_valid_arm"] == "eagle3-s2"
+    assert v["summary"] == "eagle3-s2 is 25.0% faster than the fresh baseline at concurrency 1"
+    assert v["decision_concurrency"] == 1 and v["concurrencies"] == [1, 8]
+    assert v["thresholds"] == {"drift_pct": 3.0, "min_speedup_pct": 3.0,
+                               "throttle_reasons": list(b.DEFAULT_THROTTLE_REASONS),
+                               "matched_reasons": ["sw_power_cap"], "require_clean_tree": True}
+    assert v["baseline_drift_pct"] == 0.0
+
+    # per visit: each concurrency's own samples, TPOT and accept length; a schedule without rounds is round 1
+    assert v["visits"][1] == {
+        "index": 1, "arm": "eagle3-s2", "kind": "variant", "round": 1, "measured": True, "problems": [],
+        "concurrency": {
+            "1": {"output_throughput": st.summarize([80.0]), "mean_tpot_ms": st.summarize([12.5]),
+                  "accept_length": st.summarize([2.5]), "samples": [80.0], "matched_reasons": []},
+            "8": {"output_throughput": st.summarize([288.0]), "mean_tpot_ms": st.summarize([28.0]),
+                  "accept_length": st.summarize([2.0]), "samples": [288.0], "matched_reasons": []},
+        }}
+    assert v["visits"][1]["concurrency"]["8"]["mean_tpot_ms"]["median"] == 28.0
+    assert v["visits"][1]["concurrency"]["1"]["accept_length"]["median"] == 2.5
+    assert v["visits"][2]["concurrency"]["8"]["accept_length"] == st.summarize([])  # a baseline has none
+    assert [(s["index"], s["kind"], s["round"], s["measured"]) for s in v["visits"]] == [
+        (0, "baseline", 1, True), (1, "variant", 1, True), (2, "baseline", 1, True)]
+
+    (comp,) = v["comparisons"]
+    assert comp == {
+        "visit": 1, "arm": "eagle3-s2", "baseline_visits": [0, 2], "problems": [], "valid": True,
+        "concurrency": {
+            "1": {"median": 80.0, "baseline_medians": [64.0, 64.0], "baseline_ref": 64.0, "drift_pct": 0.0,
+                  "speedup_pct": 25.0},
+            "8": {"median": 288.0, "baseline_medians": [256.0, 256.0], "baseline_ref": 256.0, "drift_pct": 0.0,
+                  "speedup_pct": 12.5},
+        }}
+
+    assert arms_of(v)["baseline"] == {
+        "name": "baseline", "kind": "baseline",
+        "concurrency": {
+            "1": {"output_throughput": st.summarize([64.0, 64.0]), "mean_tpot_ms": st.summarize([16.0, 15.5]),
+                  "accept_length": st.summarize([])},
+            "8": {"output_throughput": st.summarize([256.0, 256.0]), "mean_tpot_ms": st.summarize([32.0, 30.0]),
+                  "accept_length": st.summarize([])},
+        }}
+    assert arms_of(v)["baseline"]["concurrency"]["8"]["mean_tpot_ms"]["median"] == 31.0
+    assert arms_of(v)["eagle3-s2"] == {
+        "name": "eagle3-s2", "kind": "variant", "problems": [], "valid": True, "speedup_pct": 25.0,
+        "decision": "accepted",
+        "concurrency": {
+            "1": {"output_throughput": st.summarize([80.0]), "mean_tpot_ms": st.summarize([12.5]),
+                  "accept_length": st.summarize([2.5]), "speedup_pct": 25.0},
+            "8": {"output_throughput": st.summarize([288.0]), "mean_tpot_ms": st.summarize([28.0]),
+                  "accept_length": st.summarize([2.0]), "speedup_pct": 12.5},
+        }}
+    assert [a["name"] for a in v["arms"]] == ["baseline", "eagle3-s2"]
+
+    v8 = bv.verdict(golden_runs(), BVB, decision_concurrency="8", min_speedup_pct=12.0, drift_pct=1.0,
+                    throttle_reasons=["hw_slowdown"], require_clean_tree=False)
+    assert v8["decision_concurrency"] == 8 and arms_of(v8)["eagle3-s2"]["speedup_pct"] == 12.5
+    assert v8["summary"] == "eagle3-s2 is 12.5% faster than the fresh baseline at concurrency 8"
+    assert v8["thresholds"] == {"drift_pct": 1.0, "min_speedup_pct": 12.0, "throttle_reasons": ["hw_slowdown"],
+                                "matched_reasons": ["sw_power_cap"], "require_clean_tree": False}
+
+
+def test_the_winner_is_the_fastest_accepted_arm_whatever_its_place_in_the_plan():
+    visits = plan("baseline", "fast", "baseline", "faster", "baseline", "slow", "baseline")
+    speeds = {"baseline": 64.0, "fast": 72.0, "faster": 80.0, "slow": 66.0}
+    v = bv.verdict([run(x, speeds[x["arm"]]) for x in visits], visits, min_speedup_pct=5.0)
+    assert {a["name"]: a.get("decision") for a in v["arms"]} == {
+        "baseline": None, "fast": "accepted", "faster": "accepted", "slow": "rejected"}
+    assert [a["kind"] for a in v["arms"]] == ["baseline", "variant", "variant", "variant"]
+    assert v["winner"] == "faster" and v["summary"] == "faster is 25.0% faster than the fresh baseline at concurrency 1"
+    assert arms_of(v)["slow"]["reason"] == "3.1% vs the adjacent baselines at concurrency 1, below the 5.0% needed"
+    assert [c["baseline_visits"] for c in v["comparisons"]] == [[0, 2], [2, 4], [4, 6]]
+
+
+def test_each_visit_reports_the_round_of_the_plan():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48, rounds=2)
+    runs = [run(x, 64.0 if x["kind"] == "baseline" else 80.0) for x in visits]
+    v = bv.verdict(runs, visits)
+    assert [(s["arm"], s["round"]) for s in v["visits"]] == [
+        ("baseline", 1), ("eagle3-s2", 1), ("baseline", 1), ("eagle3-s2", 2), ("baseline", 2)]
+    assert [c["visit"] for c in v["comparisons"]] == [1, 3] and v["winner"] == "eagle3-s2"
+
+
+# ------------------------------------------------------------------ thresholds: the edges
+
+
+def test_a_drift_equal_to_the_allowed_one_is_tolerated_and_a_speedup_equal_to_the_minimum_accepted():
+    # baselines 64 and 66 tok/s drift by exactly 3.125%; 81.25 tok/s is exactly +25% over their mean (65)
+    runs = [run(BVB[0], 64.0), run(BVB[1], 81.25), run(BVB[2], 66.0)]
+    v = bv.verdict(runs, BVB, drift_pct=3.125, min_speedup_pct=25.0)
+    entry = v["comparisons"][0]["concurrency"]["1"]
+    assert entry == {"median": 81.25, "baseline_medians": [64.0, 66.0], "baseline_ref": 65.0, "drift_pct": 3.125,
+                     "speedup_pct": 25.0}
+    assert v["valid"] is True and arms_of(v)["eagle3-s2"]["decision"] == "accepted"
+    assert v["winner"] == "eagle3-s2" and v["baseline_drift_pct"] == 3.125
+    # a hair stricter on either threshold and the same data is refused
+    tight = bv.verdict(runs, BVB, drift_pct=3.12, min_speedup_pct=25.0)
+    assert tight["problems"] == ["visit 1 eagle3-s2 at concurrency 1: baseline drifted 3.1% (64.00 -> 66.00 tok/s), "
+                                 "more than the 3.1% allowed"]
+    assert arms_of(tight)["eagle3-s2"]["decision"] == "invalid"
+    high = bv.verdict(runs, BVB, drift_pct=3.125, min_speedup_pct=25.01)
+    assert arms_of(high)["eagle3-s2"]["decision"] == "rejected" and high["winner"] == "baseline"
+    assert arms_of(high)["eagle3-s2"]["reason"] == (
+        "25.0% vs the adjacent baselines at concurrency 1, below the 25.0% needed")
+
+
+def test_the_drift_message_names_both_baselines_in_order():
+    runs = [run(BVB[0], 64.0), run(BVB[1], 80.0), run(BVB[2], 80.0)]
+    v = bv.verdict(runs, BVB)
+    drift = ("visit 1 eagle3-s2 at concurrency 1: baseline drifted 25.0% (64.00 -> 80.00 tok/s), "
+             "more than the 3.0% allowed")
+    assert v["problems"] == [drift] and v["comparisons"][0]["problems"] == [drift]
+    assert v["summary"] == "INVALID: " + drift
+    assert v["baseline_drift_pct"] == 25.0
+
+
+def test_a_rejected_arm_gives_its_speedup_in_the_reason_and_no_winner():
+    runs = [run(BVB[0], 64.0), run(BVB[1], 62.4), run(BVB[2], 64.0)]
+    v = bv.verdict(runs, BVB)
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["decision"] == "rejected" and arm["valid"] is True and arm["problems"] == []
+    assert arm["speedup_pct"] == pytest.approx(-2.5)
+    assert arm["reason"] == "-2.5% vs the adjacent baselines at concurrency 1, below the 3.0% needed"
+    assert v["valid"] is True and v["winner"] == "baseline" and v["best_valid_arm"] == "baseline"
+    assert v["summary"] == "no EAGLE-3 arm beat the fresh baseline by 3.0% or more at concurrency 1"
+
+
+# ------------------------------------------------------------------ problems: exact sentences, each said once
+
+
+def test_each_run_problem_is_named_and_the_summary_counts_the_others():
+    base0, var1, base2 = BVB
+    failed = run(base0, 64.0)
+    del failed["metrics"]["completed"]  # a result without the count: nothing is known to have completed
+    failed["metrics"]["expected"] = 1
+    hot = run(var1, 80.0)
+    hot["gpu_after"] = b.parse_gpu_clocks(THERMAL)
+    short = run(base2, 64.0)
+    short["metrics"]["completed"] = 5
+    v = bv.verdict([failed, hot, short], BVB)
+    throttled = "visit 1 eagle3-s2: GPU 0 throttled after the run (sw_thermal_slowdown,hw_thermal_slowdown)"
+    comp = v["comparisons"][0]
+    assert comp["problems"][0] == throttled
+    assert re.match(r"^visit 0 baseline: \w+ of 1 requests completed$", comp["problems"][1]), comp["problems"]
+    assert comp["problems"][2] == "visit 2 baseline: 5 of 8 requests completed"
+    assert len(comp["problems"]) == 3 and comp["valid"] is False
+    assert v["problems"] == comp["problems"]
+    assert v["summary"] == "INVALID: " + throttled + " (+2 more)"
+    assert v["visits"][1]["problems"] == [throttled]
+    # the same throttle before the run is named as before
+    hot["gpu_after"], hot["gpu_before"] = idle_gpus(), b.parse_gpu_clocks(THERMAL)
+    before = bv.verdict([run(base0, 64.0), hot, run(base2, 64.0)], BVB)
+    assert before["problems"] == [throttled.replace("after", "before")]
+    assert before["summary"] == "INVALID: " + throttled.replace("after", "before")
+
+
+def test_a_request_count_without_expectation_is_not_checked():
+    base0, var1, base2 = BVB
+    unknown = run(base0, 64.0)
+    del unknown["metrics"]["expected"]
+    unknown["metrics"]["completed"] = 0
+    assert bv.verdict([unknown, run(var1, 80.0), run(base2, 64.0)], BVB)["valid"] is True
+
+
+def test_inconsistent_nccl_env_within_a_server_invalidates_every_comparison_using_it_once():
+    # rounds: 0 baseline, 1 eagle3-s2, 2 baseline, 3 eagle3-s2, 4 baseline; the middle baseline's server ran
+    # with workers that did not all carry the same NCCL environment, in each of its three repeats
+    visits = plan("baseline", "eagle3-s2", "baseline", "eagle3-s2", "baseline")
+    runs = []
+    for x in visits:
+        for rep in range(3):
+            runs.append(run(x, 64.0 if x["kind"] == "baseline" else 80.0, repeat=rep,
+                            nccl_env_consistent=False if x["index"] == 2 else True))
+    v = bv.verdict(runs, visits)
+    mixed = "visit 2 baseline: the server's processes do not all carry the same NCCL environment"
+    assert set(v["visits"][2]["problems"]) == {mixed}
+    assert [c["problems"] for c in v["comparisons"]] == [[mixed], [mixed]]
+    assert all(c["valid"] is False for c in v["comparisons"])
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["problems"] == [mixed] and arm["decision"] == "invalid"
+    assert arm["speedup_pct"] == 25.0  # the figure stays, the decision goes
+    assert v["problems"] == [mixed] and v["summary"] == "INVALID: " + mixed
+    assert v["winner"] is None and v["best_valid_arm"] == "baseline"
+
+
+def test_the_nccl_env_is_compared_by_content_not_key_order():
+    base0, var1, base2 = BVB
+    reordered = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+    assert list(reordered) != list(NCCL_ENV)
+    runs = [run(base0, 64.0), run(var1, 80.0, nccl_env=reordered), run(base2, 64.0)]
+    assert bv.verdict(runs, BVB)["valid"] is True
+    runs[2]["provenance"]["nccl_env"] = None  # a run without the record counts as an empty environment
+    v = bv.verdict(runs, BVB)
+    differed = ('the workers\' NCCL environment differed between runs: {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}; {}')
+    assert v["problems"] == [differed] and v["summary"] == "INVALID: " + differed
+    assert arms_of(v)["eagle3-s2"]["problems"] == [differed]
+
+
+# ------------------------------------------------------------------ degenerate plans
+
+
+def test_a_variant_without_a_baseline_before_it_is_invalid():
+    runs = [run(BVB[1], 80.0), run(BVB[2], 64.0)]  # visit 0 was never measured
+    v = bv.verdict(runs, BVB)
+    (comp,) = v["comparisons"]
+    assert comp["baseline_visits"] == [2]
+    assert comp["problems"] == ["visit 1 eagle3-s2: needs a fresh baseline on both sides"]
+    assert comp["concurrency"]["1"] == {"median": 80.0, "baseline_medians": [64.0], "baseline_ref": 64.0,
+                                        "drift_pct": None, "speedup_pct": 25.0}
+    assert v["visits"][0]["measured"] is False and v["visits"][0]["concurrency"]["1"]["samples"] == []
+    assert v["baseline_drift_pct"] == 0.0  # one baseline: nothing to drift from
+    assert v["summary"] == "INVALID: visit 1 eagle3-s2: needs a fresh baseline on both sides"
+    assert arms_of(v)["eagle3-s2"]["decision"] == "invalid"
+
+
+def test_a_variant_without_any_baseline_is_invalid_without_figures():
+    v = bv.verdict([run(BVB[1], 80.0)], BVB)
+    (comp,) = v["comparisons"]
+    assert comp["baseline_visits"] == [] and comp["problems"] == [
+        "visit 1 eagle3-s2: needs a fresh baseline on both sides"]
+    assert comp["concurrency"]["1"] == {"median": 80.0, "baseline_medians": [], "baseline_ref": None,
+                                        "drift_pct": None, "speedup_pct": None}
+    assert v["baseline_drift_pct"] == 0.0
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["speedup_pct"] is None and arm["concurrency"]["1"]["speedup_pct"] is None
+    assert arm["decision"] == "invalid" and v["winner"] is None
+
+
+def test_a_variant_missing_a_concurrency_is_invalid():
+    base0, var1, base2 = BVB
+    runs = [run(base0, 64.0, 1), run(base0, 256.0, 8), run(var1, 80.0, 1), run(base2, 64.0, 1), run(base2, 256.0, 8)]
+    v = bv.verdict(runs, BVB)
+    (comp,) = v["comparisons"]
+    assert comp["problems"] == ["visit 1 eagle3-s2: no run at concurrency 8"]
+    assert comp["concurrency"]["8"] == {"median": None, "baseline_medians": [256.0, 256.0], "baseline_ref": None,
+                                        "drift_pct": None, "speedup_pct": None}
+    assert comp["concurrency"]["1"]["speedup_pct"] == 25.0
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["concurrency"]["8"]["speedup_pct"] is None and arm["concurrency"]["1"]["speedup_pct"] == 25.0
+    assert arm["decision"] == "invalid" and arm["problems"] == ["visit 1 eagle3-s2: no run at concurrency 8"]
+    assert v["summary"] == "INVALID: visit 1 eagle3-s2: no run at concurrency 8"
+
+
+def test_baselines_missing_the_decision_concurrency_make_the_comparison_invalid():
+    # the baselines ran, but not at concurrency 8: a speedup against nothing is no figure, so the comparison cannot
+    # stand (it read "rejected, nan%" before, which looked like a measured loss)
+    base0, var1, base2 = BVB
+    runs = [run(base0, 64.0, 1), run(var1, 80.0, 1), run(var1, 288.0, 8), run(base2, 64.0, 1)]
+    v = bv.verdict(runs, BVB, decision_concurrency=8)
+    (comp,) = v["comparisons"]
+    assert comp["concurrency"]["8"] == {"median": 288.0, "baseline_medians": [], "baseline_ref": None,
+                                        "drift_pct": None, "speedup_pct": None}
+    assert comp["problems"] == ["visit 1 eagle3-s2 at concurrency 8: no adjacent baseline run to compare with"]
+    assert comp["valid"] is False and comp["concurrency"]["1"]["speedup_pct"] == 25.0
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["speedup_pct"] is None and arm["decision"] == "invalid" and v["winner"] is None
+
+
+def test_baselines_measured_at_zero_throughput_give_no_speedup_and_an_infinite_drift():
+    base0, var1, base2 = BVB
+    runs = [run(base0, 0.0, tpot=0.0), run(var1, 80.0), run(base2, 0.0, tpot=0.0)]
+    v = bv.verdict(runs, BVB)
+    entry = v["comparisons"][0]["concurrency"]["1"]
+    assert entry["baseline_ref"] == 0.0 and entry["speedup_pct"] is None
+    assert entry["drift_pct"] == float("inf")
+    assert v["problems"] == ["visit 1 eagle3-s2 at concurrency 1: baseline drifted inf% (0.00 -> 0.00 tok/s), "
+                             "more than the 3.0% allowed"]
+    assert arms_of(v)["eagle3-s2"]["decision"] == "invalid" and v["baseline_drift_pct"] == 0.0
+    # one side at zero: the drift is infinite too, and the speedup is against the mean
+    runs[2] = run(base2, 64.0)
+    v = bv.verdict(runs, BVB)
+    entry = v["comparisons"][0]["concurrency"]["1"]
+    assert entry["drift_pct"] == float("inf") and entry["speedup_pct"] == 150.0
+    assert arms_of(v)["eagle3-s2"]["decision"] == "invalid"
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    ({"decision_concurrency": 16}, "decision concurrency 16 was not measured (measured: [1])"),
+    ({"decision_concurrency": "2"}, "decision concurrency 2 was not measured (measured: [1])"),
+])
+def test_an_unmeasured_decision_concurrency_is_refused_by_name(kwargs, msg):
+    with pytest.raises(b.BenchError, match="^%s$" % re.escape(msg)):
+        bv.verdict([run(x, 64.0) for x in BVB], BVB, **kwargs)
+
+
+def test_no_runs_are_refused():
+    with pytest.raises(b.BenchError, match="^no measured runs to judge$"):
+        bv.verdict([], BVB)

@@ -19,35 +19,14 @@ import urllib.error
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-HELPER = os.path.join(ROOT, "roles", "sglang_server", "files", "usr", "local", "sbin", "gpuserve_sglang.py")
-# the name scripts/mutation's mutmut keys its mutants by
-NAME = "ansible_collections.gpuserve.sglang.roles.sglang_server.files.usr.local.sbin.gpuserve_sglang"
+from ansible_collections.gpuserve.sglang.tests.support.gpuserve_sglang import HELPER, ROOT, run_json, run_main
+
 GROUP = "/system.slice/sglang.service"
 
 
 def raising(exc):
     """A call that raises exc (for lambdas standing in for a failing function)."""
     raise exc
-
-
-@pytest.fixture(scope="module")
-def helper():
-    mod = importlib.import_module(NAME)
-    assert os.path.realpath(mod.__file__) == os.path.realpath(HELPER)
-    return mod
-
-
-def run_main(helper, monkeypatch, capsys, *argv):
-    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang"] + list(argv))
-    rc = helper.main()
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def run_json(helper, monkeypatch, capsys, *argv):
-    rc, out, err = run_main(helper, monkeypatch, capsys, *argv)
-    return rc, json.loads(out), err
 
 
 def fake_run(calls, outputs):
