@@ -9,9 +9,14 @@
 #   call 4  carry .devcarry/wt   lifecycle               deploy (sglang_server role), playbooks/restart_server.yml,
 #                                two argument refusals, a post-stop failure and its rollback, playbooks/audit.yml
 #                                (ONLY_DEPLOY=1: the deploy alone)
-#   call 5  carry .devcarry/wt   bench                   playbooks/benchmark.yml (one EAGLE-3 arm vs baselines)
+#   call 5  carry .devcarry/wt   bench [reps]            playbooks/benchmark.yml (one EAGLE-3 arm vs baselines), then
+#                                gpu_release + gate against a live server started directly, REPS (10) times, as many
+#                                as the call's time allows
 # What ran on 2026-12-03 (docs/benchmarks.md): calls 1-3, the server phase, and the deploy alone; the 30 minutes
 # of device time ended there (two machine starts lost to a cold machine, one 9-minute hang of the shim).
+# Second session (2026-12-03, realgpu-29b): calls 1 (env only), 2 and 3 (install + lifecycle): the deploy and
+# restart_server.yml verified, both refusals; the rollback case hung in SGLang until this call's limit (the
+# inventory's listen bound is 180 s since); no audit, no bench, no reps (the device time allowed no fourth call).
 # Each call's command: tar -xzf .devcarry/<dir>/wt.tgz -C /tmp/stash/wt, then this script from there, so the
 # collection that runs is this worktree's (the device call sends another checkout's tree).
 # Results: $OUT/<phase>.tgz (at most 8 files come back per call) and a summary on stdout.
@@ -50,6 +55,13 @@ use_site() {
     export PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages
     export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false
     export PATH=$R/shim/bin:$PATH ANSIBLE_CONFIG=$WT/ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
+    # each task's time in every play's log: ansible.posix's profile_tasks callback (GPL-3.0, carried as a file
+    # beside the wheels by real_sglang_prepare.sh; the machine's ansible-core has no timing callback of its own)
+    if [ -f "$STASH/profile_tasks.py" ]; then
+        mkdir -p "$STASH/callback" && cp -f "$STASH/profile_tasks.py" "$STASH/callback/"
+        export ANSIBLE_CALLBACK_PLUGINS=$STASH/callback ANSIBLE_CALLBACKS_ENABLED=profile_tasks \
+            PROFILE_TASKS_TASK_OUTPUT_LIMIT=all PROFILE_TASKS_SORT_ORDER=none
+    fi
 }
 
 phase_stash() {  # copy one carried folder's payload into /tmp/stash
@@ -259,10 +271,24 @@ phase_bench() {
         lifecycle/shim-state-after-bench times.tsv
 }
 
+phase_reps() {  # gpu_release + gate against a live real server, REPS times, beside the NVML observer (item 2)
+    local d=$RUN/reps; mkdir -p "$d"
+    use_site; device_minor
+    # the unit's server goes first (the reps start theirs directly, as sglang_fidelity.py's capture did)
+    systemctl stop sglang.service >"$d/unit_stop.txt" 2>&1
+    timed reps_argv "$PY" -m ansible.cli.playbook "${INV[@]}" -e h200_argv_out="$d/argv.json" "$WT/realgpu/h200/argv.yml" \
+        >"$d/argv.ansible.log" 2>&1 || { tail -n 30 "$d/argv.ansible.log"; return 1; }
+    timed reps timeout "$(( $(left) - 10 ))" "$PY" "$WT/realgpu/sglang_fidelity.py" --out "$d" --python "$R/venv/bin/python" \
+        --args-json "$(cat "$d/argv.json")" --env-file /etc/gpuserve/nccl.env --skip-capture --release-reps "${REPS:-10}" \
+        --budget-s "$(( $(left) - 25 ))" --ready-timeout 240 2>&1 | tee "$d/reps.txt" | grep -E 'release-|skipped'
+    gzip -f "$d"/release-*.server.log 2>/dev/null
+    pack reps -C "$RUN" reps times.tsv
+}
+
 for p in "$@"; do
     case $p in
         stash) ;;  # takes the next word
-        env|health|install|server|lifecycle|bench) ;;
+        env|health|install|server|lifecycle|bench|reps) ;;
         .devcarry/*) ;;
         *) echo "unknown phase $p" >&2; exit 64 ;;
     esac

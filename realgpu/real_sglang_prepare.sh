@@ -47,8 +47,14 @@ mv "$CARRY"/c1/apache_tvm_ffi-*.whl "$CARRY/c3/"  # c1 would be over 64 MB with 
 cp "$STAGE"/ansible/* "$CARRY/c2/"
 (cd "$CARRY/c2" && split -b 55000000 -d -a 2 "$CU13" "$(basename "$CU13" .whl).part-")
 mv "$CARRY/c2/$(basename "$CU13" .whl).part-01" "$CARRY/c3/"
+# the call sends the session's checkout too (3.2 MB on 2026-12-03): the small ansible wheels ride with c3
+for f in jinja2 markupsafe pyyaml resolvelib pycparser psmisc; do mv "$CARRY"/c2/${f}[-_]*.* "$CARRY/c3/"; done
 cp "$K" "$STAGE"/big/nvidia_cutlass_dsl-4.8.0-*.whl "$STAGE"/big/nvidia_cutlass_dsl_libs_base-*.whl \
     "$STAGE"/big/nvidia_cutlass_dsl_libs_core-*.whl "$CARRY/c3/"
+# ansible.posix's profile_tasks callback (one file, GPL-3.0) for each task's time in the plays' logs, when this
+# machine has it (PROFILE_TASKS=path, else the first ansible.posix found by python3)
+PT=${PROFILE_TASKS:-$(python3 -c 'import os, ansible_collections.ansible.posix as p; print(os.path.join(list(p.__path__)[0], "plugins/callback/profile_tasks.py"))' 2>/dev/null)}
+[ -f "$PT" ] && cp "$PT" "$CARRY/c3/profile_tasks.py" || echo "no profile_tasks.py: the plays log no task times" >&2
 (cd "$STAGE" && sha256sum whl/*.whl ansible/*.whl "$(basename "$K")" big/nvidia_cutlass_dsl*.whl |
     sed 's#  [^ ]*/#  #') >"$CARRY/c3/SHA256SUMS"
 # each call carries at most 64 MiB with the sending checkout's tree (about 2.3 MB): say when a folder is too big
