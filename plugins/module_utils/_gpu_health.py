@@ -228,8 +228,8 @@ class NvmlHealthReader:
                 reasons = self._may('nvmlDeviceGetCurrentClocksThrottleReasons', handle)
             persistence = self._may('nvmlDeviceGetPersistenceMode', handle)
             retired = self._may('nvmlDeviceGetRetiredPagesPendingStatus', handle)
-            ecc = self._may('nvmlDeviceGetTotalEccErrors', handle,
-                            getattr(nvml, 'NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1), getattr(nvml, 'NVML_VOLATILE_ECC', 0))
+            ecc = self._may('nvmlDeviceGetTotalEccErrors', handle, getattr(nvml, 'NVML_MEMORY_ERROR_TYPE_UNCORRECTED', 1),
+                            getattr(nvml, 'NVML_VOLATILE_ECC', 0))
             try:
                 bus = normal_bus_id(self._text(pci.busId))
             except GpuMapError as exc:
