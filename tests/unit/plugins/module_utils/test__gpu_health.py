@@ -168,8 +168,8 @@ def test_other_xids_warn_and_fatal_codes_are_the_documented_ones():
 def test_an_unread_kernel_log_is_unknown_and_refused():
     findings = health.judge(health.parse_health(capture('health_csv_noheader')), dict(health.DEFAULT_ACTIONS),
                             None, 'dmesg failed (rc 1): dmesg: read kernel buffer failed: Operation not permitted')
-    assert [(f['check'], f['action'], f['unknown']) for f in findings] == [('xid', 'refuse', True),
-                                                                        ('xid_other', 'warn', True)]
+    assert [(f['check'], f['action'], f['unknown']) for f in findings] == [
+        ('xid', 'refuse', True), ('xid_other', 'warn', True)]
     assert 'Operation not permitted' in findings[0]['message']
 
 
@@ -302,9 +302,10 @@ def test_nvml_reads_the_same_facts_as_nvidia_smi():
 
 
 def test_nvml_not_supported_is_unknown_and_a_pending_remap_is_refused():
-    (gpu,), _ = health.NvmlHealthReader(FakeNvml(errors={'ecc', 'nvmlDeviceGetPersistenceMode'})).read()
+    (gpu,), raw = health.NvmlHealthReader(FakeNvml(errors={'ecc', 'nvmlDeviceGetPersistenceMode'})).read()
     assert gpu['ecc_uncorrected'] is None and gpu['persistence'] is None
-    (gpu,), _ = health.NvmlHealthReader(FakeNvml(remapped_rows=[0, 2, 1, 0])).read()
+    (gpu,), raw = health.NvmlHealthReader(FakeNvml(remapped_rows=[0, 2, 1, 0])).read()
+    assert raw.startswith('0, ')
     (finding,) = health.judge([gpu], dict(health.DEFAULT_ACTIONS), [])
     assert finding['check'] == 'row_remap' and finding['value'] == 'remapped rows pending'
 
