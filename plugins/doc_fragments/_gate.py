@@ -80,4 +80,95 @@ options:
         when the gate reads on this host (O(target=local)).
     type: bool
     default: true
+  health:
+    description:
+      - The health stage, run before the memory poll on the GPUs the gate selects. One C(nvidia-smi --query-gpu)
+        of the PCIe link, ECC, row remapping, clock event reasons and persistence mode (or NVML with
+        O(backend=nvml)), and the Xid events of the host kernel log (O(dmesg)), attributed to each GPU by bus id.
+      - Each check is V(refuse) (the gate fails, naming the GPU by index and bus id, the check, the value and what
+        to do), V(warn) (a warning, the gate goes on) or V(ignore). The defaults refuse what makes a launch fail
+        or compute wrong and warn on what only slows.
+      - A value the driver cannot give (C([N/A]), C([Not Supported]), an NVML error, a kernel log that cannot be
+        read) is unknown, never healthy; under V(refuse) it refuses, saying it is unknown.
+      - Unset, there is no health stage. V({}) runs it with every default below.
+      - Refused by the health stage, the gate reads no memory. M(gpuserve.sglang.gpu_release) runs its gate after
+        the kill; to refuse before anything is stopped, run this module with O(memory=false) first (the
+        sglang_server role does).
+    type: dict
+    suboptions:
+      xid:
+        description:
+          - A fatal Xid (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154; double bit ECC, row remap
+            pending or failed, NVLink, fallen off the bus, contained or uncontained ECC, GSP errors, recovery
+            needed) logged by the host kernel for this GPU (by bus id) since O(xid_since), else since boot. A kernel
+            log that cannot be read is unknown.
+        type: str
+        choices: [refuse, warn, ignore]
+        default: refuse
+      xid_other:
+        description:
+          - Any other Xid for this GPU in that time (often an application fault, such as 13, 31, 43 or 45).
+        type: str
+        choices: [refuse, warn, ignore]
+        default: warn
+      row_remap:
+        description:
+          - Remapped rows pending or failed (C(remapped_rows.pending), C(remapped_rows.failure)); on a GPU without
+            row remapping, retired pages pending (C(retired_pages.pending)).
+        type: str
+        choices: [refuse, warn, ignore]
+        default: refuse
+      ecc:
+        description:
+          - Volatile uncorrectable ECC errors (C(ecc.errors.uncorrected.volatile.total) above 0). A GPU with ECC off
+            reads it as unknown.
+        type: str
+        choices: [refuse, warn, ignore]
+        default: refuse
+      missing:
+        description:
+          - A GPU expected by O(expected_count), O(gpus) or O(minors) that C(nvidia-smi) does not list.
+        type: str
+        choices: [refuse, warn, ignore]
+        default: refuse
+      pcie_link:
+        description:
+          - The PCIe link below its max generation or width (C(pcie.link.gen.current) and C(pcie.link.width.current)
+            against their C(.max)). Some GPUs lower the link generation at idle to save power; then set V(ignore).
+        type: str
+        choices: [refuse, warn, ignore]
+        default: warn
+      persistence:
+        description:
+          - Persistence mode off.
+        type: str
+        choices: [refuse, warn, ignore]
+        default: warn
+      clocks:
+        description:
+          - A thermal or power slowdown in C(clocks_event_reasons.active) while the gate runs (the GPU idle), such
+            as SW power cap, HW slowdown, SW or HW thermal slowdown, HW power brake.
+        type: str
+        choices: [refuse, warn, ignore]
+        default: warn
+  memory:
+    description:
+      - Whether to run the zero-memory poll. V(false) runs the health stage only (a preflight before anything
+        is stopped, while the server still holds the GPUs).
+    type: bool
+    default: true
+  dmesg:
+    description:
+      - Path or name of C(dmesg), whose output the health stage searches for C(NVRM) Xid lines. It needs root
+        or C(kernel.dmesg_restrict=0); inside an unprivileged container it usually fails, and the Xid checks then
+        read unknown.
+    type: str
+    default: dmesg
+  xid_since:
+    description:
+      - Wall-clock time (seconds since the epoch) before which an Xid no longer counts, such as the last
+        verified start or a GPU reset. The kernel log's stamps are placed with the host's boot time
+        (C(/proc/stat) C(btime), read only with O(target=local)); unset, or not on this host, every Xid since
+        boot counts.
+    type: float
 '''

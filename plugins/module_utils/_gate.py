@@ -12,6 +12,7 @@ import os
 import re
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_health as health
 from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_map import (
     INFO_ROOT, GpuMapError, read_information, uuids_of_minors)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
@@ -30,6 +31,12 @@ GATE_ARGS = dict(
     nvidia_smi=dict(type='str', default='nvidia-smi'),
     nvidia_smi_timeout=dict(type='float', default=10.0),
     name_holders=dict(type='bool', default=True),
+    # The health stage (_gpu_health): off unless given; given (even {}), each check takes its documented default.
+    health=dict(type='dict', options=dict((check, dict(type='str', choices=list(health.ACTIONS), default=action))
+                                          for check, action in health.DEFAULT_ACTIONS.items())),
+    memory=dict(type='bool', default=True),
+    dmesg=dict(type='str', default='dmesg'),
+    xid_since=dict(type='float'),
 )
 
 # Proxmox: 0::/lxc/105/ns/...; upstream LXC: /lxc.payload.NAME, /lxc.payload/NAME; its monitor: /lxc.monitor.NAME.
@@ -39,9 +46,9 @@ CGROUP_CT_RE = re.compile(r'(?:^|/)lxc(?:\.(payload|monitor))?[./]([^/\s]+)')
 class GateFailed(Exception):
     """The gate did not pass (memory over the limit), or could not read (read_error); `result` goes with it."""
 
-    def __init__(self, msg, result, read_error=False):
+    def __init__(self, msg, result, read_error=False, health_refused=False):
         super().__init__(msg)
-        self.msg, self.result, self.read_error = msg, result, read_error
+        self.msg, self.result, self.read_error, self.health_refused = msg, result, read_error, health_refused
 
 
 def container_of(pid, proc_root='/proc'):
@@ -193,6 +200,78 @@ def make_reader(params, runner):
     return SmiReader(runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
 
 
+def boot_time(proc_root='/proc'):
+    """The host's boot time (epoch seconds, /proc/stat btime), to place a dmesg stamp in wall time; None unread."""
+    try:
+        with open(os.path.join(proc_root, 'stat')) as f:
+            for line in f:
+                if line.startswith('btime '):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def make_health_reader(params, runner):
+    if params['backend'] == 'nvml':
+        import pynvml  # make_reader already proved it importable, on this host
+        return health.NvmlHealthReader(pynvml)
+    return health.SmiHealthReader(runner, params['nvidia_smi'], params['nvidia_smi_timeout'])
+
+
+def health_missing(gpus, params, wanted):
+    """What should be listed and is not: the expected count, a selected index, the GPU behind a minor."""
+    missing = []
+    if params['expected_count'] is not None and len(gpus) != params['expected_count']:
+        missing.append('nvidia-smi lists %d GPU(s), %d expected' % (len(gpus), params['expected_count']))
+    listed = set(g['uuid'] for g in gpus)
+    indexes = set(g['index'] for g in gpus)
+    if wanted is not None:
+        missing.extend('the GPU behind /dev/nvidia%d (%s) is not listed' % (m, u)
+                       for u, m in sorted(wanted.items(), key=lambda i: i[1]) if u not in listed)
+    else:
+        missing.extend('GPU index %d is not listed' % i for i in sorted(set(params['gpus']) - indexes))
+    return missing
+
+
+def health_stage(params, runner, wanted, actions, proc_root='/proc'):
+    """Reads and judges every selected GPU's health (_gpu_health); returns its result, whose `passed` is False
+    when a check under `refuse` found something (or could not read it)."""
+    reader = make_health_reader(params, runner)
+    try:
+        gpus, raw = reader.read()
+    finally:
+        if hasattr(reader, 'close'):
+            reader.close()
+    if runner.local:
+        try:  # the minor of each GPU, for the message and the manifest; only a help, so an unreadable list is none
+            minors = dict((i['uuid'], i['minor']) for i in read_information(params['gpu_info_root']))
+        except GpuMapError:
+            minors = {}
+        gpus = [dict(g, minor=minors.get(g['uuid'])) for g in gpus]
+    missing = health_missing(gpus, params, wanted)
+    if wanted is not None:
+        chosen = [g for g in gpus if g['uuid'] in wanted]
+    elif params['gpus']:
+        chosen = [g for g in gpus if g['index'] in params['gpus']]
+    else:
+        chosen = gpus
+    xids = log_error = since = None
+    if actions['xid'] != 'ignore' or actions['xid_other'] != 'ignore':
+        xids, log_error = health.read_kernel_log(runner, params['dmesg'], params['nvidia_smi_timeout'])
+        if params['xid_since'] is not None:
+            # the kernel log counts seconds since boot; /proc/stat names the boot, on this host only
+            booted = boot_time(proc_root) if runner.local else None
+            since = None if booted is None else max(0.0, params['xid_since'] - booted)
+    findings = health.judge(chosen, actions, xids, log_error, since, missing)
+    refused = [f for f in findings if f['action'] == 'refuse']
+    return dict(passed=not refused, checks=actions, gpus=health.summary(chosen), findings=findings,
+                refused=[f['message'] for f in refused],
+                warnings=[f['message'] for f in findings if f['action'] == 'warn'],
+                kernel_log='read' if xids is not None else log_error,
+                xid_since_boot_s=None if since is None else round(since, 3), raw=raw)
+
+
 def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.monotonic, sleep=time.sleep,
              runner=None):
     """Runs the gate described by params (GATE_ARGS + runner TARGET_ARGS). Returns the result when it passes,
@@ -207,8 +286,20 @@ def run_gate(module, params, check_mode=False, proc_root='/proc', clock=time.mon
     base = dict(backend=params['backend'], max_used_mib=params['max_used_mib'], polls=0, passed=False)
     reader = None
     try:
+        actions = health.actions_of(params.get('health'))
         wanted = minor_selection(params, runner)
         reader = make_reader(params, runner)
+        # The health stage comes first: a GPU that cannot serve is refused before any wait for its memory.
+        if actions is not None:
+            base['health'] = health_stage(params, runner, wanted, actions, proc_root)
+            for warning in base['health']['warnings'] if module is not None else ():
+                module.warn('GPU health: ' + warning)
+            if not base['health']['passed']:
+                raise GateFailed('GPU health: not starting on a GPU that cannot serve (at full speed): %s'
+                                 % '; '.join(base['health']['refused']), base, health_refused=True)
+        if not params.get('memory', True):
+            base.update(passed=True, memory='not checked (memory: false)')
+            return base
 
         def read():
             gpus, raw = reader.read()

@@ -53,6 +53,15 @@ EXAMPLES = r'''
     backend: nvml
     poll_interval: 0.01
 
+- name: Refuse a GPU that cannot serve (Xid, row remap, ECC, missing), before anything is stopped
+  gpuserve.sglang.gpu_memory_gate:
+    minors: [0, 1, 2, 3, 4, 5, 6, 7]
+    expected_count: 8
+    memory: false
+    xid_since: "{{ last_verified_start_epoch | default(omit) }}"
+    health:
+      pcie_link: refuse
+
 - name: Read with the nvidia-smi inside CT 101
   gpuserve.sglang.gpu_memory_gate:
     target: pct
@@ -133,6 +142,82 @@ holders:
       description: V(CT 105), V(the host), V(the LXC monitor of CT 105), or V(null) when unknown.
       type: str
   sample: [{gpu: 3, pid: 4242, used_mib: 81920, container: CT 105}]
+health:
+  description: The health stage's result, when O(health) was given.
+  returned: when O(health) is set and its reads succeeded
+  type: dict
+  version_added: 0.1.0
+  contains:
+    passed:
+      description: Whether no check under V(refuse) found anything (or read unknown).
+      type: bool
+    checks:
+      description: The action of every check, defaults filled in.
+      type: dict
+    gpus:
+      description:
+        - Each selected GPU as read; a value the driver could not give is V(null).
+        - C(pcie) holds C(gen), C(gen_max), C(width), C(width_max); C(clock_reasons) is the bit mask as a number.
+      type: list
+      elements: dict
+    findings:
+      description: Each check that found something or read unknown and is not ignored, with its GPU.
+      type: list
+      elements: dict
+      contains:
+        gpu:
+          description: The GPU index, V(null) for a finding about the host (a missing GPU).
+          type: int
+        bus_id:
+          description: The GPU's PCI bus id.
+          type: str
+        uuid:
+          description: The GPU UUID.
+          type: str
+        check:
+          description: The check's name, a key of O(health).
+          type: str
+        value:
+          description: What was read.
+          type: str
+        action:
+          description: V(refuse) or V(warn).
+          type: str
+        unknown:
+          description: Whether the value could not be read.
+          type: bool
+        message:
+          description: The GPU, the check, the value and what to do.
+          type: str
+    refused:
+      description: The messages of the findings under V(refuse).
+      type: list
+      elements: str
+    warnings:
+      description: The messages of the findings under V(warn) (also shown as warnings).
+      type: list
+      elements: str
+    kernel_log:
+      description: V(read), or why the kernel log could not be read; V(null) when no Xid check ran.
+      type: str
+    xid_since_boot_s:
+      description: O(xid_since) as seconds after boot, as the kernel log counts; V(null) for since boot.
+      type: float
+    raw:
+      description: The health query's raw output.
+      type: str
+  sample:
+    passed: false
+    findings:
+      - gpu: 3
+        bus_id: "0000:3b:00.0"
+        check: xid
+        action: refuse
+        message: "GPU 3 (bus 0000:3b:00.0): xid: 1 Xid event(s) since boot (codes 79), last: Xid 79 ..."
+memory:
+  description: "V(not checked (memory: false)) when the memory poll was not run."
+  returned: when O(memory=false)
+  type: str
 rc:
   description: Exit code of the C(nvidia-smi) call that failed.
   returned: when a read failed

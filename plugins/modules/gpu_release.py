@@ -167,6 +167,80 @@ options:
         description: On failure, name the processes still holding memory and their containers.
         type: bool
         default: true
+      health:
+        description:
+          - The health stage before the memory poll; see M(gpuserve.sglang.gpu_memory_gate) for each check.
+            Unset, none; V({}) with every default.
+        type: dict
+        suboptions:
+          xid:
+            description:
+              - A fatal Xid (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154; double bit ECC, row remap
+                pending or failed, NVLink, fallen off the bus, contained or uncontained ECC, GSP errors, recovery
+                needed) logged by the host kernel for this GPU (by bus id) since O(gate.xid_since), else since boot. A
+                kernel log that cannot be read is unknown.
+            type: str
+            choices: [refuse, warn, ignore]
+            default: refuse
+          xid_other:
+            description:
+              - Any other Xid for this GPU in that time (often an application fault, such as 13, 31, 43 or 45).
+            type: str
+            choices: [refuse, warn, ignore]
+            default: warn
+          row_remap:
+            description:
+              - Remapped rows pending or failed (C(remapped_rows.pending), C(remapped_rows.failure)); on a GPU
+                without row remapping, retired pages pending (C(retired_pages.pending)).
+            type: str
+            choices: [refuse, warn, ignore]
+            default: refuse
+          ecc:
+            description:
+              - Volatile uncorrectable ECC errors (C(ecc.errors.uncorrected.volatile.total) above 0). A GPU with ECC
+                off reads it as unknown.
+            type: str
+            choices: [refuse, warn, ignore]
+            default: refuse
+          missing:
+            description:
+              - A GPU expected by O(gate.expected_count), O(gate.gpus) or O(gate.minors) that C(nvidia-smi) does
+                not list.
+            type: str
+            choices: [refuse, warn, ignore]
+            default: refuse
+          pcie_link:
+            description:
+              - The PCIe link below its max generation or width (C(pcie.link.gen.current) and
+                C(pcie.link.width.current) against their C(.max)). Some GPUs lower the link generation at idle to
+                save power; then set V(ignore).
+            type: str
+            choices: [refuse, warn, ignore]
+            default: warn
+          persistence:
+            description:
+              - Persistence mode off.
+            type: str
+            choices: [refuse, warn, ignore]
+            default: warn
+          clocks:
+            description:
+              - A thermal or power slowdown in C(clocks_event_reasons.active) while the gate runs (the GPU idle),
+                such as SW power cap, HW slowdown, SW or HW thermal slowdown, HW power brake.
+            type: str
+            choices: [refuse, warn, ignore]
+            default: warn
+      memory:
+        description: Whether to run the zero-memory poll; V(false) runs the health stage only.
+        type: bool
+        default: true
+      dmesg:
+        description: Path or name of C(dmesg), for the Xid checks.
+        type: str
+        default: dmesg
+      xid_since:
+        description: Epoch seconds before which an Xid no longer counts; unset, since boot.
+        type: float
 seealso:
   - module: gpuserve.sglang.gpu_memory_gate
 author:
