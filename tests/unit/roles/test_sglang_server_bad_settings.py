@@ -137,6 +137,8 @@ def stubs(tmp_path_factory, collections_path):
             "sglang_server_check_model": False, "sglang_server_args": dict(MODEL),
             "sglang_server_stop_timeout": 5, "sglang_server_release_grace": 1, "sglang_server_gate_timeout": 1,
             "sglang_server_ready_timeout": 10, "sglang_server_listen_timeout": 5, "sglang_server_lock_ttl": 60,
+            # the stubs have no GPUs to read health from (the health stage: test__gate_health.py, lab test_gpu_health)
+            "sglang_server_gate_health_enabled": False,
             "stub_root": str(stub),
         }
         settings.update(CASES.get(name, ({}, None))[0])
