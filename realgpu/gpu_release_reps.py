@@ -3,9 +3,10 @@
 Run by realgpu/gpu_release_gpu.sh (REPS=N) on a GPU host, as root, with torch and nvidia-ml-py importable:
 
   python3 realgpu/gpu_release_reps.py --out DIR [--reps 10] [--holders 1,2] [--backends nvml@0.01,nvidia-smi]
-                                    [--hold-gib 100] [--trace] [--story] [--tree DIR]
+                                    [--hold-gib 100] [--trace] [--story] [--tree DIR] [--health JSON]
 
 --backends lists the gate's backends to compare, each with its poll interval after `@` (default 0.05 s).
+--health turns the gate's health stage on with that option (issue 32: its cost inside release + gate).
 --tree runs the collection of another checkout (e.g. an older commit, to show a change on the same machine).
 
 Each run starts one holder per GPU (realgpu/gpu_holder.py, titled `sglang::scheduler_TP<i>`, HOLD_GIB GiB each,
@@ -159,7 +160,9 @@ class Bench:
                '-e', 'bench_name=' + name, '-e', 'bench_check=false', '-e', 'bench_nvml=false',
                '-e', 'bench_backend=' + backend, '-e', 'bench_poll_interval=' + (interval or '0.05'),
                # This process reads NVML (the observer), so it holds /dev/nvidia*: the module must spare it.
-               '-e', json.dumps(dict(bench_exclude_pids=[os.getpid()])), os.path.join(ROOT, 'realgpu', 'gpu_release_gpu.yml')]
+               '-e', json.dumps(dict(bench_exclude_pids=[os.getpid()], **(
+                   {'bench_health': json.loads(self.args.health)} if self.args.health else {}))),
+               os.path.join(ROOT, 'realgpu', 'gpu_release_gpu.yml')]
         with open(os.path.join(self.args.out, name + '.ansible.log'), 'w') as f:
             rc = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=tree)
         try:
@@ -275,6 +278,7 @@ def main():
     ap.add_argument('--tree', help='run the collection of this checkout instead of this one')
     ap.add_argument('--trace', action='store_true')
     ap.add_argument('--story', action='store_true')
+    ap.add_argument('--health', help="the gate's health option as JSON (e.g. '{}': every check at its default)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # Under `timeout`, SIGTERM still writes runs.json and kills the holders (the finally below).
