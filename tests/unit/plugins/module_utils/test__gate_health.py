@@ -129,3 +129,37 @@ def test_a_bad_health_option_fails_as_a_read_error():
     with pytest.raises(gate.GateFailed, match='no check') as err:
         run(Host(), health={'xids': 'refuse'})
     assert err.value.read_error
+
+
+def test_boot_time_reads_this_hosts_proc_stat_by_default():
+    with open('/proc/stat') as f:
+        btime = next(float(line.split()[1]) for line in f if line.startswith('btime '))
+    assert gate.boot_time() == btime
+
+
+def test_gpus_missing_behind_minors_are_named_in_minor_order():
+    params = dict(expected_count=None, gpus=[])
+    assert gate.health_missing([], params, {'GPU-a': 5, 'GPU-b': 2}) == [
+        'the GPU behind /dev/nvidia2 (GPU-b) is not listed', 'the GPU behind /dev/nvidia5 (GPU-a) is not listed']
+
+
+def test_the_stage_places_xid_since_on_this_hosts_boot_and_returns_the_raw_reading():
+    """health_stage on its own, with its default proc_root (this host's /proc) and a local runner."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
+    host = Host(dmesg=(0, XID79, ''))
+    params = dict((k, v.get('default')) for k, v in GATE_ARGS.items())
+    params.update(target='local', vmid=None, container_name=None, gpu_info_root='/nonexistent',
+                  xid_since=gate.boot_time() + 100)
+    res = gate.health_stage(params, Runner.from_params(host, params), None, gate.health.actions_of({}))
+    assert res['xid_since_boot_s'] == 100 and res['raw'] == HEALTHY
+    assert not res['passed'] and 'xid' in res['refused'][0]  # Xid 79 at 8123 s is after 100 s
+
+
+def test_a_gpu_behind_a_selected_minor_that_nvidia_smi_does_not_list_is_missing(tmp_path):
+    info = tmp_path / '0000:00:07.0'
+    info.mkdir()
+    unlisted = 'GPU-00000000-0000-0000-0000-000000000004'
+    (info / 'information').write_text('GPU UUID: \t %s\nBus Location: \t 0000:00:07.0\nDevice Minor: \t 4\n' % unlisted)
+    with pytest.raises(gate.GateFailed) as err:
+        run(Host(), health={}, gpu_info_root=str(tmp_path), minors=[4])
+    assert err.value.health_refused and 'the GPU behind /dev/nvidia4 (%s) is not listed' % unlisted in err.value.msg
