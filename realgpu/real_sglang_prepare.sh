@@ -43,7 +43,8 @@ CU13=$(ls "$STAGE"/big/nvidia_cutlass_dsl_libs_cu13-*.whl)
 rm -rf "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
 mkdir -p "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
 cp "$STAGE"/whl/*.whl "$CARRY/c1/"
-mv "$CARRY"/c1/apache_tvm_ffi-*.whl "$CARRY/c3/"  # c1 would be over 64 MB with the checkout that travels too
+# c1 would be over 64 MB with the checkout that travels too (3.7 MB on 2026-12-03, second session)
+for f in apache_tvm_ffi ipython openai; do mv "$CARRY"/c1/${f}-*.whl "$CARRY/c3/"; done
 cp "$STAGE"/ansible/* "$CARRY/c2/"
 (cd "$CARRY/c2" && split -b 55000000 -d -a 2 "$CU13" "$(basename "$CU13" .whl).part-")
 mv "$CARRY/c2/$(basename "$CU13" .whl).part-01" "$CARRY/c3/"
@@ -62,7 +63,7 @@ for c in c1 c2 c3; do
     [ "$(du -bs "$CARRY/$c" | cut -f1)" -lt 64300000 ] || echo "WARNING: $CARRY/$c is over 64.3 MB" >&2
 done
 # the collection as this worktree has it (tracked and new files; docs, tests and the lab stay here)
-(cd "$HERE" && git ls-files -co --exclude-standard | grep -v -E '^(docs|tests|lab|molecule|changelogs)/' |
+(cd "$HERE" && git ls-files -co --exclude-standard | grep -v -E '^(docs|results|tests|lab|molecule|changelogs)/' |
     tar -czf "$CARRY/wt/wt.tgz" -T -)
 for c in c1 c2 c3; do cp "$CARRY/wt/wt.tgz" "$CARRY/$c/"; done
 du -b -s "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
