@@ -337,6 +337,7 @@ def test_unreadable_arguments_have_no_listen_check(helper, monkeypatch, capsys, 
     ([], "127.0.0.1"),  # SGLang's default
     (["--host", "10.0.0.5", "--port", "30000"], "10.0.0.5"),
     (["--host=::1"], "::1"),
+    (["--host=a=b"], "a=b"),  # argparse splits at the first '=' only
     (["--host", "a", "--host", "b"], "b"),  # argparse keeps the last
     (["--host"], "127.0.0.1"),  # no value: SGLang's parser refuses it
     (["--hostname", "x", "--model-path", "--host"], "127.0.0.1"),
