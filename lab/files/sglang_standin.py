@@ -19,6 +19,10 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - exits 1 when it cannot bind its --host/--port (an address it lacks, a port in use or outside 0-65535), as
   uvicorn does under SGLang (the ranks are terminated);
+- SIMULATED startup fault (the lab's switch for a failure after the lifecycle's stop): when the file
+  GPUSIM_STANDIN_FAULT (default /etc/gpuserve-lab/standin-fault) exists at a start, the stand-in removes it, logs
+  an ERROR line (with the file's text, if any) and exits 1 before it spawns anything, as SGLang exits on a startup
+  failure. One start only: the rollback's start that follows serves (the unit has Restart=no);
 What it does not do: load a model, use a GPU, or produce meaningful text.
 
 Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (default 80), GPUSIM_WARMUP_S
@@ -984,10 +988,36 @@ def run_other_node(args, dev_dir):
     node.watch_schedulers()
 
 
+FAULT_FILE = "/etc/gpuserve-lab/standin-fault"
+
+
+def startup_fault():
+    """The lab's SIMULATED startup fault: the message of a start that must fail, or None. The file is removed, so it
+    fails one start only."""
+    path = os.environ.get("GPUSIM_STANDIN_FAULT", FAULT_FILE)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        text = "(unreadable: %s)" % exc
+    try:
+        os.unlink(path)
+        gone = "removed: this start only"
+    except OSError as exc:
+        gone = "NOT removed (%s): the next start fails too" % exc
+    return "SIMULATED startup failure (the lab's fault switch %s, %s)%s" % (path, gone, ": " + text if text else "")
+
+
 def main(argv=None):
     args, unknown = parse_args(sys.argv[1:] if argv is None else argv)
     log("SIMULATED SGLang %s server (gpuserve lab): model %s, tp %d, speculative %s, ignored args %s"
         % (VERSION, args.model_path, args.tp_size, args.speculative_algorithm, unknown))
+    fault = startup_fault()
+    if fault:
+        log("ERROR: %s; exiting" % fault)
+        sys.exit(1)
     problem = check_parallel(args)
     if problem:
         log("ERROR: %s; exiting" % problem)

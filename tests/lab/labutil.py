@@ -18,6 +18,9 @@ NODE = LANE["node"]  # its PVE node: lab-pve in lane main
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.dirname(sys.executable)
 HELPER = "/usr/local/sbin/gpuserve-sglang"
+# The SGLang stand-in's SIMULATED startup fault (docs/lab.md): while this file exists in a container, that container's
+# next server start exits 1 (and removes it): the lab's failure after the lifecycle's stop. Remove it in a finally.
+STANDIN_FAULT = "/etc/gpuserve-lab/standin-fault"
 LAB = os.path.join(ROOT, "lab", "lab")
 
 

@@ -2,8 +2,9 @@
 keeps its PID, its NCCL env file, its args file and its manifest. The settings are the issue's own: an algorithm
 SGLang does not have (refused by the real SGLang 0.5.23 in the container, its start checks), a port out of range,
 a lifecycle setting out of range given to restart_server.yml (which runs no preflight), and a model directory that
-is not in the container (the model check, off in the lab, turned on here). Then a new server that cannot serve
-(it cannot bind its host) is rolled back within seconds, not at the readiness timeout.
+is not in the container (the model check, off in the lab, turned on here), and a host the container does not have
+(SGLang accepts it, then hangs at start on a GPU). Then a new server that cannot serve (it exits at start: the
+stand-in's SIMULATED startup fault) is rolled back within seconds, not at the readiness timeout.
 
 Needs a deployed lab (scripts/deploy). The unit tests cover every class of setting against stub containers
 (tests/unit/roles/test_sglang_server_bad_settings.py); these prove it on the real lifecycle.
@@ -15,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from labutil import LAB_MARKS, ROOT, finish, pct, playbook, wait_ready
+from labutil import LAB_MARKS, ROOT, STANDIN_FAULT, finish, pct, playbook, wait_ready
 
 pytestmark = LAB_MARKS
 DEPLOY, RESTART = "playbooks/deploy_eagle3.yml", "playbooks/restart_server.yml"
@@ -47,7 +48,11 @@ def deployed(lab_up):
      "sglang_server_ready_timeout is -1: it must be a number of seconds above 0"),
     (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, mem_fraction_static=0.8), "sglang_server_check_model": True},
      "model_path (--model-path): /models/Kimi-K2.5 is not a directory in this container"),
-], ids=["algorithm", "port", "restart-timeout", "model-dir"])
+    # TEST-NET-1, no address of the container: refused by the bind in the container before the stop (issue 30)
+    (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, host="192.0.2.1")},
+     "sglang_server_args.host is '192.0.2.1', and the server cannot listen there: cannot bind 192.0.2.1 (port 0) in "
+     "this container: [Errno 99] Cannot assign requested address"),
+], ids=["algorithm", "port", "restart-timeout", "model-dir", "unbindable-host"])
 def test_a_bad_setting_fails_naming_it_and_leaves_the_server_as_it_was(deployed, playbook_name, settings, message):
     rc, out = finish(playbook(playbook_name, "-e", json.dumps(settings)))
     assert rc != 0
@@ -56,17 +61,23 @@ def test_a_bad_setting_fails_naming_it_and_leaves_the_server_as_it_was(deployed,
 
 
 def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
-    """host 192.0.2.1 passes every check before the stop (SGLang binds only at start), the new server cannot bind
-    it and exits: the readiness wait ends at its next poll, not after sglang_server_ready_timeout (1800 s), and the
-    last verified config serves again."""
-    settings = {"sglang_server_args": dict(LAB_ARGS, host="192.0.2.1")}
-    began = time.monotonic()
-    rc, out = finish(playbook(DEPLOY, "-e", json.dumps(settings)))
-    took = time.monotonic() - began
+    """A changed config passes every check before the stop, and its new server exits at start (the stand-in's
+    SIMULATED startup fault, set for this one start): the readiness wait ends at its next poll, not after
+    sglang_server_ready_timeout (1800 s), and the last verified config serves again."""
+    settings = {"sglang_server_args": dict(LAB_ARGS, mem_fraction_static=0.75)}
+    pct("touch", STANDIN_FAULT)
+    try:
+        began = time.monotonic()
+        rc, out = finish(playbook(DEPLOY, "-e", json.dumps(settings)))
+        took = time.monotonic() - began
+    finally:
+        pct("rm", "-f", STANDIN_FAULT)  # the start took it; a run that failed before its start leaves it
     flat = " ".join(out.split())
     assert rc != 0 and "the server stopped while starting" in flat, flat[-3000:]
+    assert "SIMULATED startup failure" in flat, flat[-3000:]
     assert "Rollback: done: the last verified config is serving again" in flat, flat[-3000:]
     manifest = json.loads(pct("cat", FILES[2]).stdout)
     assert manifest["phase"] == "rollback" and wait_ready()["ready"] is True
-    print("GPUSERVE_BAD_SETTINGS rollback of a server that cannot bind: the whole deploy run took %.1f s" % took)
+    assert "0.75" not in manifest["argv"]  # the last verified config, not the new one
+    print("GPUSERVE_BAD_SETTINGS rollback of a server that exits at start: the whole deploy run took %.1f s" % took)
     assert took < 300, "the failed start was noticed only after %.0f s" % took

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from gatewayutil import Load, Watch, gateway_container, gateway_faults, key, latency_summary, workers
-from labutil import LAB_MARKS, finish, playbook, wait_for
+from labutil import LAB_MARKS, STANDIN_FAULT, finish, playbook, wait_for
 
 from .nodes import NODES, arg, deploy, epoch, first_failure, in_ct, main_pid, manifest, on_pve, recap, \
     served_argv, MANIFEST
@@ -118,13 +118,16 @@ def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_
     wait_for(all_healthy, 60, "both replicas ready and healthy at the gateway")
     faults, before = gateway_faults(), served_argv("ct102")
     with Watch() as watch, Load(count=2400) as load:
-        # SGLang accepts the address; CT 102 has no such address, so its bind fails after the stop
-        code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.75},
-                                 fleet_ct102_changes={"host": "192.0.2.1"})
+        # CT 102's new server exits at start (the stand-in's SIMULATED startup fault): a failure after its stop
+        in_ct("ct102", "touch", STANDIN_FAULT)
+        try:
+            code, out = deploy_fleet(fleet_changes={"mem_fraction_static": 0.75})
+        finally:
+            in_ct("ct102", "rm", "-f", STANDIN_FAULT)  # its start took it; a run that failed before leaves it
         time.sleep(2)
     flat = " ".join(out.split())
     assert code != 0 and recap(out, "ct104")[1] == 0 and recap(out, "ct102")[1] == 1, out[-3000:]
-    assert "Rollback: done" in flat and "error while attempting to bind" in flat, out[-3000:]
+    assert "Rollback: done" in flat and "SIMULATED startup failure" in flat, out[-3000:]
     assert re.search(r"the rollout stopped at ct102 \(its failure is above\)\. Which replica runs which config: "
                      r"ct104: updated in this run; serves args [0-9a-f]{10}, SGLang [0-9a-f]{12} \(deploy, [^)]+\) \| "
                      r"ct102: FAILED in this run; rollback: done: .*; last manifest: args [0-9a-f]{10}, SGLang "
@@ -137,7 +140,7 @@ def test_replica_2s_new_config_that_cannot_start_is_rolled_back_while_replica_1_
     assert arg(served_argv("ct104"), "--mem-fraction-static") == "0.75"
     m = manifest("ct102")
     assert m["phase"] == "rollback" and m["gate"]["passed"] is True and m["env_proof"]["ok"] is True, m
-    assert served_argv("ct102") == before and "192.0.2.1" not in m["argv"]
+    assert served_argv("ct102") == before and arg(m["argv"], "--mem-fraction-static") != "0.75"
 
 
 def test_a_replica_is_not_taken_out_when_too_few_others_are_healthy(fleet):

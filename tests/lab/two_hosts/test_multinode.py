@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from labutil import LAB_MARKS, ROOT, finish, playbook
+from labutil import LAB_MARKS, ROOT, STANDIN_FAULT, finish, playbook
 
 from .nodes import NODES, arg, deploy, first_failure, in_ct, main_pid, manifest, on_pve, recap, served_argv
 
@@ -174,18 +174,22 @@ def test_held_gpu_memory_on_rank_1_blocks_the_start_on_both_hosts(replica, monke
 
 def test_a_failed_rank_1_start_rolls_back_both_nodes(replica):
     before = {name: served_argv(name) for name in NODES}
-    # SGLang accepts the address; CT 102 has no such address, so its start fails after both nodes stopped
-    code, out = deploy_replica(dict(CHANGED, max_running_requests=8), fleet_ct102_changes={"host": "192.0.2.1"})
+    # CT 102's new server exits at start (the stand-in's SIMULATED startup fault), after both nodes stopped
+    in_ct("ct102", "touch", STANDIN_FAULT)
+    try:
+        code, out = deploy_replica(dict(CHANGED, max_running_requests=8))
+    finally:
+        in_ct("ct102", "rm", "-f", STANDIN_FAULT)  # its start took it; a run that failed before leaves it
     flat = " ".join(out.split())
     assert code != 0 and recap(out, "ct104")[1] == 1 and recap(out, "ct102")[1] == 1, out[-3000:]
-    assert "error while attempting to bind" in flat, first_failure(out)
+    assert "SIMULATED startup failure" in flat, first_failure(out)
     assert "ct104: FAILED in this run; rollback: done" in flat and "ct102: rolled back in this run" in flat, out[-4000:]
     assert "ct102: FAILED in this run; rollback: done" in flat and "ct104: rolled back in this run" in flat, out[-4000:]
     for name in NODES:
         m = manifest(name)
         assert m["phase"] == "rollback" and m["env_proof"]["ok"] is True, m
         assert served_argv(name) == before[name] == m["argv"]  # the last verified config, not the new one
-    assert "192.0.2.1" not in served_argv("ct102")
+    assert arg(served_argv("ct102"), "--max-running-requests") != "8"
 
 
 def test_a_rerun_changes_nothing(replica):

@@ -186,6 +186,8 @@ def validate(helper, monkeypatch, capsys, argv):
 GOOD = ["--model-path=/models/qwen=v2", "--tp-size", "2", "--cuda-graph-max-bs=256", "--cuda-graph-bs", "1", "8"]
 # what runs on an SGLang whose parser makes its checks (no resolve_once, no speculative algorithm set)
 PARSER_CHECKS = ["parser", "full flag names", "values SGLang checks only once it runs"]
+# the listen check of an argv without --host: SGLang's default, which binds everywhere
+DEFAULT_LISTEN = {"host": "127.0.0.1", "addresses": ["127.0.0.1"], "ok": True, "error": None}
 
 
 def test_validate_args_accepts_full_flags_and_keeps_sglangs_warnings(helper, monkeypatch, capsys):
@@ -202,7 +204,7 @@ def test_validate_args_accepts_full_flags_and_keeps_sglangs_warnings(helper, mon
     assert out == {"ok": True, "sglang_version": "0.5.22", "argv": GOOD, "error": None, "warnings": [
         "WARNING: cuda graph batch sizes padded",
         "--disable-radix-cache is Deprecated, use --disable-prefix-cache",
-    ], "checks": PARSER_CHECKS, "cached_since": None}
+    ], "checks": PARSER_CHECKS, "cached_since": None, "listen": DEFAULT_LISTEN}
 
 
 def test_validate_args_reads_an_args_file(helper, monkeypatch, capsys, tmp_path):
@@ -211,7 +213,7 @@ def test_validate_args_reads_an_args_file(helper, monkeypatch, capsys, tmp_path)
     rc, out, err = run_json(helper, monkeypatch, capsys, "validate-args", "--args-file", path)
     assert (rc, err) == (0, "")
     assert out == {"ok": True, "sglang_version": None, "argv": ["--model-path", "/models/qwen-é", "--tp", "2"],
-                   "warnings": [], "error": None, "checks": PARSER_CHECKS, "cached_since": None}
+                   "warnings": [], "error": None, "checks": PARSER_CHECKS, "cached_since": None, "listen": DEFAULT_LISTEN}
 
 
 @pytest.mark.parametrize("argv, error, hint", [
@@ -227,7 +229,7 @@ def test_validate_args_refuses_abbreviated_flags(helper, monkeypatch, capsys, ar
     message = "%s is not a full SGLang flag name; abbreviations are refused%s" % (error, hint)
     assert rc == 2
     assert out == {"ok": False, "sglang_version": "0.5.22", "argv": argv, "error": message,
-                   "warnings": ["WARNING: something deprecated"], "checks": ["parser"], "cached_since": None}
+                   "warnings": ["WARNING: something deprecated"], "checks": ["parser"], "cached_since": None, "listen": DEFAULT_LISTEN}
     assert err == "SGLang 0.5.22 rejected the arguments: %s\n" % message
 
 
@@ -237,7 +239,7 @@ def test_validate_args_reports_sglangs_own_parse_error(helper, monkeypatch, caps
     message = "sglang: error: argument --tp-size/--tp: invalid int value: 'two'"
     assert rc == 2
     assert out == {"ok": False, "sglang_version": "0.5.22", "argv": ["--model-path", "m", "--tp-size", "two"],
-                   "warnings": [], "error": message, "checks": [], "cached_since": None}
+                   "warnings": [], "error": message, "checks": [], "cached_since": None, "listen": DEFAULT_LISTEN}
     assert err == "SGLang 0.5.22 rejected the arguments: %s\n" % message
 
 
@@ -262,7 +264,7 @@ def test_validate_args_takes_a_clean_exit_of_sglangs_parser_as_success(helper, m
     rc, out, err = validate(helper, monkeypatch, capsys, ["--model-path", "m"])
     assert (rc, err) == (0, "")
     assert out == {"ok": True, "sglang_version": "0.5.22", "argv": ["--model-path", "m"], "warnings": ["warning: exiting"],
-                   "error": None, "checks": ["parser", "full flag names"], "cached_since": None}
+                   "error": None, "checks": ["parser", "full flag names"], "cached_since": None, "listen": DEFAULT_LISTEN}
 
 
 def test_validate_args_takes_sglangs_last_line_when_it_exits_without_an_error_line(helper, monkeypatch, capsys):

@@ -1,7 +1,7 @@
 """gpuserve-sglang validate-args beyond SGLang's parser (test_gpuserve_sglang.py has the parser's part): the
 values SGLang checks only once it runs, its start checks for any model (resolve_once on a dummy model), the
 speculative algorithm's name, the model directories, and the record that lets an unchanged argument check skip
-SGLang (issue 30).
+SGLang (issue 30), and the listen check that binds the server's host before anything is stopped (issue 30).
 
 SGLang is a small fake in sys.modules with SGLang 0.5.23's seams: prepare_server_args returning a record with
 resolve_once, SpeculativeAlgorithm.from_string, hf_transformers_utils.get_config. The record's inputs are real: a git
@@ -10,6 +10,7 @@ tree, a venv directory whose python answers the install probe from a file, model
 import importlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import types
@@ -49,6 +50,7 @@ class FakeSGLang:
             def add_cli_args(parser):
                 parser.add_argument("--model-path")
                 parser.add_argument("--speculative-draft-model-path")
+                parser.add_argument("--host", default="127.0.0.1")
                 parser.add_argument("--tp-size", type=int, default=1)
                 parser.add_argument("--port", type=int, default=30000)
                 parser.add_argument("--mem-fraction-static", type=float)
@@ -116,7 +118,8 @@ def test_every_check_runs_in_order_and_the_start_checks_run_on_a_dummy_model(hel
     rc, out, err = validate(helper, monkeypatch, capsys, ARGV)
     assert (rc, err) == (0, "")
     assert out == {"ok": True, "sglang_version": "0.5.23", "argv": ARGV, "warnings": [], "error": None,
-                   "checks": ALL_CHECKS, "cached_since": None}
+                   "checks": ALL_CHECKS, "cached_since": None,
+                   "listen": {"host": "127.0.0.1", "addresses": ["127.0.0.1"], "ok": True, "error": None}}
     assert sglang.parsed == [ARGV, ARGV]  # the record, then the copy that resolves
     assert sglang.resolved == ["dummy"]  # SGLang's checks for any model, never the model's own
     assert sglang.configs == []  # no model check unless asked
@@ -291,6 +294,142 @@ def test_the_env_file_reaches_sglangs_checks(helper, monkeypatch, capsys, sglang
     assert validate(helper, monkeypatch, capsys, ARGV, "--env-file", str(tmp_path / "none-yet"))[0] == 0
 
 
+# --------------------------------------------------------------------------------------------- the listen host
+# TEST-NET-1 (RFC 5737): never an address of this machine, as of no container, so its bind always fails.
+UNASSIGNED = "192.0.2.1"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_host_this_machine_has_passes_the_listen_check(helper, monkeypatch, capsys, sglang, host):
+    rc, out, err = validate(helper, monkeypatch, capsys, ARGV + ["--host", host])
+    assert (rc, err, out["ok"], out["error"]) == (0, "", True, None)
+    assert out["listen"] == {"host": host, "addresses": [host], "ok": True, "error": None}
+
+
+def test_an_address_this_container_lacks_is_refused_after_sglangs_checks_pass(helper, monkeypatch, capsys, sglang):
+    rc, out, err = validate(helper, monkeypatch, capsys, ARGV + ["--host=" + UNASSIGNED])
+    problem = "cannot bind 192.0.2.1 (port 0) in this container: [Errno 99] Cannot assign requested address"
+    assert (rc, out["ok"], out["checks"]) == (2, False, ALL_CHECKS)  # SGLang accepts it: only the bind refuses
+    assert out["listen"] == {"host": UNASSIGNED, "addresses": [], "ok": False, "error": problem}
+    assert out["error"] == "--host 192.0.2.1: " + problem
+    assert err == "gpuserve-sglang validate-args: the server could not listen: %s\n" % problem
+
+
+def test_sglangs_own_refusal_keeps_its_message_beside_a_failed_listen_check(helper, monkeypatch, capsys, sglang):
+    argv = ["--model-path", "/m", "--host", UNASSIGNED, "--speculative-algorithm", "EAGLE9"]
+    rc, out, err = validate(helper, monkeypatch, capsys, argv)
+    assert rc == 2 and out["error"].startswith("speculative_algorithm (--speculative-algorithm) is 'EAGLE9'")
+    assert out["listen"]["ok"] is False and err.count("\n") == 2  # both said
+
+
+def test_an_sglang_that_does_not_import_still_gets_the_listen_check(helper, monkeypatch, capsys):
+    FakeSGLang.unimportable(monkeypatch)
+    rc, out, _err = validate(helper, monkeypatch, capsys, ["--model-path", "/m", "--host", UNASSIGNED])
+    assert rc == 3 and out["error"].startswith("cannot import sglang") and out["listen"]["ok"] is False
+
+
+def test_unreadable_arguments_have_no_listen_check(helper, monkeypatch, capsys, sglang):
+    rc, out, _err = run_json(helper, monkeypatch, capsys, "validate-args", "--argv-json", "[1]")
+    assert rc == 2 and "listen" not in out
+
+
+@pytest.mark.parametrize("argv, host", [
+    ([], "127.0.0.1"),  # SGLang's default
+    (["--host", "10.0.0.5", "--port", "30000"], "10.0.0.5"),
+    (["--host=::1"], "::1"),
+    (["--host=a=b"], "a=b"),  # argparse splits at the first '=' only
+    (["--host", "a", "--host", "b"], "b"),  # argparse keeps the last
+    (["--host"], "127.0.0.1"),  # no value: SGLang's parser refuses it
+    (["--hostname", "x", "--model-path", "--host"], "127.0.0.1"),
+])
+def test_the_listen_host_is_the_argvs_last_host_else_sglangs_default(helper, argv, host):
+    assert helper._listen_host(argv) == host
+
+
+class FakeSocket:
+    """Records what was bound; refuses the addresses in `refuse`."""
+
+    def __init__(self, bound, refuse, family, kind):
+        self.bound, self.refuse, self.family, self.closed = bound, refuse, family, False
+        assert kind == socket.SOCK_STREAM
+
+    def bind(self, address):
+        if address[0] in self.refuse:
+            raise OSError(99, "Cannot assign requested address")
+        self.bound.append((self.family, address))
+
+    def close(self):
+        self.closed = True
+
+
+def fake_sockets(refuse=(), missing_families=()):
+    bound = []
+
+    def make(family, kind, _proto):
+        if family in missing_families:
+            raise OSError(97, "Address family not supported by protocol")
+        make.made.append(FakeSocket(bound, refuse, family, kind))
+        return make.made[-1]
+    make.made = []
+    return bound, make
+
+
+def resolver(answers):
+    def resolve(host, port, family, kind, proto, flags):
+        assert (port, family, kind, flags) == (0, socket.AF_UNSPEC, socket.SOCK_STREAM, socket.AI_PASSIVE)
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(fam, socket.SOCK_STREAM, 6, "", addr) for fam, addr in answers[host]]
+    return resolve
+
+
+V4, V6 = socket.AF_INET, socket.AF_INET6
+
+
+def test_a_name_that_does_not_resolve_here_fails(helper):
+    out = helper._listen_check("sglang-head.invalid", resolve=resolver({}))
+    assert out == {"host": "sglang-head.invalid", "addresses": [], "ok": False,
+                   "error": "'sglang-head.invalid' does not resolve in this container: Name or service not known"}
+
+
+def test_a_name_binds_every_address_it_resolves_to_each_in_its_family(helper):
+    bound, make = fake_sockets()
+    answers = {"head": [(V4, ("10.66.0.104", 0)), (V6, ("fd00::104", 0, 0, 0)), (V4, ("10.66.0.104", 0))]}
+    out = helper._listen_check("head", resolve=resolver(answers), make_socket=make)
+    assert out == {"host": "head", "addresses": ["10.66.0.104", "fd00::104"], "ok": True, "error": None}
+    assert bound == [(V4, ("10.66.0.104", 0)), (V6, ("fd00::104", 0, 0, 0))]  # once each, port 0, v6 scope kept
+
+
+def test_one_address_of_a_name_that_cannot_be_bound_fails_it(helper):
+    bound, make = fake_sockets(refuse=("192.0.2.1",))
+    answers = {"head": [(V4, ("127.0.0.1", 0)), (V4, ("192.0.2.1", 0))]}
+    out = helper._listen_check("head", resolve=resolver(answers), make_socket=make)
+    assert (out["ok"], out["addresses"]) == (False, ["127.0.0.1"])
+    assert out["error"] == "cannot bind 192.0.2.1 (port 0) in this container: [Errno 99] Cannot assign requested address"
+    assert [sock.closed for sock in make.made] == [True, True]  # the refused one too
+
+
+def test_a_family_the_kernel_lacks_is_skipped_but_something_must_bind(helper):
+    bound, make = fake_sockets(missing_families=(V6,))
+    out = helper._listen_check("", resolve=resolver({None: [(V4, ("0.0.0.0", 0)), (V6, ("::", 0, 0, 0))]}),
+                               make_socket=make)
+    assert (out["ok"], out["addresses"], bound) == (True, ["0.0.0.0"], [(V4, ("0.0.0.0", 0))])
+    out = helper._listen_check("::1", resolve=resolver({"::1": [(V6, ("::1", 0, 0, 0))]}), make_socket=make)
+    assert out == {"host": "::1", "addresses": [], "ok": False,
+                   "error": "'::1' resolves to no address this container can open a socket for"}
+
+
+def test_literal_addresses_resolve_to_themselves_in_their_own_family(helper):
+    bound, make = fake_sockets()
+    assert helper._listen_check("::1", make_socket=make)["ok"] and bound[-1][0] == V6
+    assert helper._listen_check("127.0.0.1", make_socket=make)["ok"] and bound[-1] == (V4, ("127.0.0.1", 0))
+
+
+def test_the_real_bind_of_an_unassigned_address_fails_and_of_loopback_passes(helper):
+    assert helper._listen_check(UNASSIGNED)["ok"] is False
+    assert helper._listen_check("127.0.0.1")["ok"] is True and helper._listen_check("0.0.0.0")["ok"] is True
+
+
 # ------------------------------------------------------------------------------------------------- the record
 
 @pytest.fixture
@@ -331,6 +470,17 @@ def test_a_passed_check_is_recorded_and_the_same_inputs_never_import_sglang_agai
     assert (rc, err) == (0, "")
     assert again == dict(first, cached_since=entry["proven_at"])  # the same answer, SGLang not imported
     assert os.listdir(str(world.record.parent)) == ["args.json"]  # no temporary file left
+
+
+def test_a_cached_pass_still_binds_and_a_failed_bind_keeps_sglangs_record(helper, monkeypatch, capsys, sglang, world):
+    argv = ARGV + ["--host", UNASSIGNED]
+    rc, first, _err = validate(helper, monkeypatch, capsys, argv, *world.opts)
+    assert (rc, first["listen"]["ok"]) == (2, False)
+    entry, = json.loads(world.record.read_text())["passed"]  # SGLang's checks passed: kept for the next run
+    FakeSGLang.unimportable(monkeypatch)
+    rc, again, _err = validate(helper, monkeypatch, capsys, argv, *world.opts)
+    assert (rc, again["cached_since"], again["listen"]["ok"]) == (2, entry["proven_at"], False)
+    assert json.loads(world.record.read_text())["passed"] == [entry]
 
 
 def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(helper, monkeypatch, capsys, sglang, world):

@@ -1,7 +1,7 @@
 """A bad setting never touches a working server (issue 30): the sglang_server role's main entry point, run by
 ansible-playbook against stub containers on local hosts, one per class of setting (its type, its range, a rule between
-two settings, a value SGLang refuses only at start). Each run must fail naming the setting, and leave the stub's
-server process (its PID), its NCCL env file, its args file and its manifest as they were.
+two settings, a value SGLang refuses only at start, a host the container cannot bind). Each run must fail naming the
+setting, and leave the stub's server process (its PID), its NCCL env file, its args file and its manifest as they were.
 
 A stub container is a directory holding what the role reads and writes (every path the role uses is pointed into it),
 a running process standing for the server, a fake `systemctl` (the unit is that process: `stop` kills it), a fake
@@ -87,6 +87,9 @@ CASES = {
               "sglang_server_listen_timeout (30 s) is longer than sglang_server_ready_timeout (10 s)"),
     "start": ({"sglang_server_args": dict(MODEL, speculative_algorithm="EAGLE9")},
               "speculative_algorithm (--speculative-algorithm) is 'EAGLE9': SGLang refuses it at start"),
+    # TEST-NET-1: no address of this machine; SGLang accepts it and, on a GPU, hangs at start (issue 30)
+    "listen": ({"sglang_server_args": dict(MODEL, host="192.0.2.1")},
+               "sglang_server_args.host is '192.0.2.1', and the server cannot listen there: cannot bind 192.0.2.1"),
 }
 
 
@@ -235,6 +238,8 @@ def test_the_type_is_refused_by_the_argument_spec_and_the_rest_by_the_preflight(
     assert failure(report, "cross")[0].endswith("Settings | the port wait fits in the readiness wait")
     assert failure(report, "start")[0].endswith("Validate | SGLang accepts the arguments")
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "start")[1]
+    assert failure(report, "listen")[0].endswith("Validate | the server can listen on its host in this container")
+    assert "Nothing was written or stopped: the server runs as before." in failure(report, "listen")[1]
 
 
 def test_the_control_host_with_good_settings_goes_on_to_write_and_stop(stubs):

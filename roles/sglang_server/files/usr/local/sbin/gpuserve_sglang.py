@@ -16,6 +16,9 @@
       with a key of its inputs (the install as _install_fingerprint takes it, the argv, the model files, SGLANG_*
       variables, this file); while they hold, SGLang is not imported and the result says since when
       (`cached_since`); a failed check removes the record; --record-read-only never writes it.
+      Every run, cached or not, also binds a TCP socket to the argv's --host (SGLang's default 127.0.0.1) and port
+      0 here (`listen`): an address this container lacks makes SGLang 0.5.23 hang in its torch.distributed init,
+      not fail, so it is refused before anything is stopped.
       Exit 0 ok, 2 rejected (SGLang's own message, or which setting and why), 3 SGLang not importable.
   gpuserve-sglang env-proof --unit U [--env-file F] [--expected-json J] [--min-schedulers N]
       Every process of the unit's control group (and sub-groups) carries every expected variable, by value, in
@@ -395,6 +398,60 @@ def _record_pass(path, entry):
     return None
 
 
+# SGLang's --host default (ServerArgs.host), where the argv names none.
+SGLANG_DEFAULT_HOST = "127.0.0.1"
+
+
+def _listen_host(argv):
+    """The address the server will listen on: the argv's last --host (the only spelling the flag check lets through;
+    a cached pass had its flags checked), else SGLang's default."""
+    host = SGLANG_DEFAULT_HOST
+    for i, token in enumerate(argv):
+        if token == "--host" and i + 1 < len(argv):
+            host = argv[i + 1]
+        elif token.startswith("--host="):
+            host = token.split("=", 1)[1]
+    return host
+
+
+def _listen_check(host, resolve=socket.getaddrinfo, make_socket=socket.socket):
+    """Whether a TCP socket binds to host here, as the server's will: {host, addresses, ok, error}. The addresses are
+    those host resolves to in this container (an IPv4 or IPv6 literal is itself; '' is every address), each bound
+    in its own family, port 0: the running server holds the real port, which is expected. SGLang 0.5.23 does not
+    fail on an address the container lacks: it hangs in its torch.distributed init at tcp://HOST:PORT (no
+    dist_init_addr), so the lifecycle would stop the working server and roll back only after
+    sglang_server_listen_timeout. Only this node's own listen address: a multi-node dist_init_addr is rank 0's."""
+    result = {"host": host, "addresses": [], "ok": False, "error": None}
+    try:
+        found = resolve(host or None, 0, socket.AF_UNSPEC, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:  # socket.gaierror is an OSError
+        result["error"] = "%r does not resolve in this container: %s" % (host, getattr(exc, "strerror", None) or exc)
+        return result
+    seen = []
+    for family, kind, proto, _name, address in found:
+        if (family, address[0]) in seen:
+            continue
+        seen.append((family, address[0]))
+        try:
+            sock = make_socket(family, kind, proto)
+        except OSError:
+            continue  # a family this kernel lacks (IPv6 off): the server skips it too
+        try:
+            sock.bind(address)  # port 0 already (resolved with it); an IPv6 address keeps its scope
+        except OSError as exc:
+            result["error"] = "cannot bind %s (port 0) in this container: [Errno %s] %s" % (
+                address[0], exc.errno, exc.strerror or exc)
+            return result
+        finally:
+            sock.close()
+        result["addresses"].append(address[0])
+    if not result["addresses"]:
+        result["error"] = "%r resolves to no address this container can open a socket for" % host
+        return result
+    result["ok"] = True
+    return result
+
+
 def cmd_validate_args():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang validate-args")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -432,21 +489,30 @@ def cmd_validate_args():
                 result["model"] = cached["model_dirs"]
         else:
             rc, files = _sglang_checks(argv, result, opts.check_model)
+    sglang_rc = rc
+    if result["argv"] is not None:
+        # not part of the record: the container's addresses are no input of SGLang's checks, and may change
+        result["listen"] = _listen_check(_listen_host(argv))
+        if not result["listen"]["ok"]:
+            result["error"] = result["error"] or "--host %s: %s" % (result["listen"]["host"], result["listen"]["error"])
+            rc = rc or 2
     result["ok"] = rc == 0
     if opts.record and not opts.record_read_only:
-        if rc == 0 and key and not result["cached_since"]:
+        if sglang_rc == 0 and key and not result["cached_since"]:
             problem = _record_pass(opts.record, {
                 "key": key, "proven_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "sglang_version": result["sglang_version"], "warnings": result["warnings"], "checks": result["checks"],
                 "model_dirs": result.get("model", {}), "model_files": files})
             if problem:
                 result["record"] = problem
-        elif rc != 0:
+        elif sglang_rc != 0:
             with contextlib.suppress(OSError):  # none yet; or where it cannot go, none was written either
                 os.unlink(opts.record)
     print(json.dumps(result))
-    if rc == 2 and result["argv"] is not None:  # a refusal of the arguments (not: unreadable, SGLang not importable)
+    if sglang_rc == 2 and result["argv"] is not None:  # a refusal of the arguments (not: unreadable, SGLang absent)
         sys.stderr.write(f"SGLang {result['sglang_version']} rejected the arguments: {result['error']}\n")
+    if not result.get("listen", {"ok": True})["ok"]:
+        sys.stderr.write(f"gpuserve-sglang validate-args: the server could not listen: {result['listen']['error']}\n")
     return rc
 
 
