@@ -1,0 +1,172 @@
+"""GPU health drift (_health_drift), on readings shaped as the gate's health stage makes them from the real H200
+capture (tests/fixtures/nvidia-smi-h200-health): each drift class found, none when equal, unknown never unchanged,
+an old manifest said so."""
+import copy
+import os
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_health as health
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _health_drift as hd
+
+FIX = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi-h200-health')
+UUID = 'GPU-4ba4bd64-f447-499a-bbfa-a2f337d6bdc5'
+XID79 = "[ 8123.000001] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+XID13 = '[ 8200.000000] NVRM: Xid (PCI:0000:00:06): 13, pid=77, name=python3, Graphics Exception\n'
+AUDIT_READ = dict((check, 'warn') for check in health.CHECKS)  # the audit's read: every finding, nothing refused
+
+
+def captured():
+    with open(os.path.join(FIX, 'health_csv_noheader.out')) as f:
+        return f.read()
+
+
+def reading(text=None, dmesg=None, log_error=None, since=100.0, change=None):
+    """A health stage result as _gate.health_stage builds it (summary of the parsed line, judge's findings)."""
+    gpus = health.parse_health(text or captured())
+    for gpu in gpus:
+        for key, value in (change or {}).items():
+            if key == 'pcie':
+                gpu['pcie'] = dict(gpu['pcie'], **value)
+            else:
+                gpu[key] = value
+    xids = None if log_error else health.parse_xids(dmesg or '')
+    findings = health.judge(gpus, AUDIT_READ, xids, log_error, since)
+    return dict(passed=True, checks=AUDIT_READ, gpus=health.summary(gpus), findings=findings,
+                kernel_log='read' if xids is not None else log_error, xid_since_boot_s=since)
+
+
+START = reading()  # the manifest's gate.health: read before the verified start
+
+
+def test_no_drift_when_the_reading_now_equals_the_one_at_the_start():
+    res = hd.drift(START, reading(), 1764750000.0)
+    assert res == dict(status='no drift', ok=True, drift=[], unknown=[], notes=[], items=[])
+
+
+def test_a_new_fatal_xid_since_the_start_is_drift_naming_gpu_code_and_what_to_do():
+    res = hd.drift(START, reading(dmesg=XID79), 1764750000.0)
+    assert res['status'] == 'drift' and not res['ok']
+    (msg,) = res['drift']
+    assert msg.startswith('GPU 0 (bus 0000:00:06.0): xid: new since the verified start: 1 Xid event(s)')
+    assert 'last: Xid 79' in msg and 'reset the GPU' in msg
+    assert res['items'][0]['uuid'] == UUID and res['items'][0]['check'] == 'xid'
+
+
+def test_any_other_xid_since_the_start_is_drift_too():
+    res = hd.drift(START, reading(dmesg=XID13), 1764750000.0)
+    assert [i['check'] for i in res['items']] == ['xid_other'] and not res['ok']
+
+
+def test_an_xid_that_cannot_be_placed_after_the_start_is_unknown_not_new_and_not_healthy():
+    for current, started in ((reading(dmesg=XID79, since=None), 1764750000.0), (reading(dmesg=XID79), None)):
+        res = hd.drift(START, current, started)
+        assert res['status'] == 'unknown' and res['drift'] == []
+        assert 'whether after the verified start is unknown' in res['unknown'][0]
+        assert not res['ok']  # xid refuses by default, so an unknown one fails the audit
+
+
+def test_a_kernel_log_not_read_now_is_unknown():
+    res = hd.drift(START, reading(log_error='dmesg failed (rc 1): Operation not permitted'), 1764750000.0)
+    assert res['status'] == 'unknown' and not res['ok']
+    assert [i['check'] for i in res['items']] == ['xid', 'xid_other']
+    assert 'Operation not permitted' in res['unknown'][0]
+
+
+def test_a_pcie_link_that_dropped_in_generation_or_width_is_drift():
+    for change, now in (({'gen': 4}, 'Gen 4 x16'), ({'width': 8}, 'Gen 5 x8')):
+        res = hd.drift(START, reading(change={'pcie': change}), 1764750000.0)
+        assert res['status'] == 'drift'
+        assert res['drift'][0].startswith('GPU 0 (bus 0000:00:06.0): pcie_link: the PCIe link dropped from '
+                                          'Gen 5 x16 at the verified start to %s' % now)
+        assert res['items'][0]['was'] == 'Gen 5 x16' and res['items'][0]['now'] == now
+        assert not res['ok']  # pcie_link only warns at the gate, but the audit fails on any drift
+
+
+def test_a_link_that_rose_since_the_start_is_no_drift():
+    start = reading(change={'pcie': {'gen': 1}})  # trained low at idle, up under load
+    assert hd.drift(start, reading(), 1764750000.0)['status'] == 'no drift'
+
+
+def test_an_unknown_link_is_unknown_on_either_side_and_fails_only_under_refuse():
+    unknown_now = hd.drift(START, reading(change={'pcie': {'gen': None}}), 1764750000.0)
+    unknown_then = hd.drift(reading(change={'pcie': {'width': None}}), reading(), 1764750000.0)
+    for res in (unknown_now, unknown_then):
+        assert res['status'] == 'unknown' and res['items'][0]['check'] == 'pcie_link'
+        assert res['ok']  # pcie_link warns by default: listed, not failed
+    assert not hd.drift(START, reading(change={'pcie': {'gen': None}}), 1764750000.0,
+                        checks={'pcie_link': 'refuse'})['ok']
+
+
+def test_remapped_rows_now_pending_or_failed_are_drift():
+    for key, words in (('remap_pending', 'remapped rows pending'), ('remap_failure', 'remapped rows failed')):
+        res = hd.drift(START, reading(change={key: True}), 1764750000.0)
+        assert res['status'] == 'drift' and not res['ok']
+        assert res['drift'][0].startswith('GPU 0 (bus 0000:00:06.0): row_remap: %s now, none at the verified '
+                                          'start' % words)
+
+
+def test_a_fault_already_recorded_at_the_start_is_no_new_drift():
+    pending = reading(change={'remap_pending': True})
+    assert hd.drift(pending, copy.deepcopy(pending), 1764750000.0)['status'] == 'no drift'
+
+
+def test_retired_pages_count_where_a_gpu_has_no_row_remapping():
+    start = reading(change={'remap_pending': None, 'remap_failure': None, 'retired_pages_pending': False})
+    now = reading(change={'remap_pending': None, 'remap_failure': None, 'retired_pages_pending': True})
+    assert 'retired pages pending now' in hd.drift(start, now, 1764750000.0)['drift'][0]
+    gone = reading(change={'remap_pending': None, 'remap_failure': None})
+    res = hd.drift(START, gone, 1764750000.0)
+    assert res['status'] == 'unknown' and not res['ok']  # row_remap refuses by default
+
+
+def test_new_uncorrectable_ecc_is_drift_and_an_unknown_count_is_unknown():
+    res = hd.drift(START, reading(change={'ecc_uncorrected': 2}), 1764750000.0)
+    assert res['drift'][0].startswith('GPU 0 (bus 0000:00:06.0): ecc: 2 volatile uncorrectable ECC error(s) now, '
+                                      '0 at the verified start')
+    res = hd.drift(reading(change={'ecc_uncorrected': None}), reading(change={'ecc_uncorrected': 1}), 1.0)
+    assert 'now, unknown at the verified start' in res['drift'][0]
+    res = hd.drift(START, reading(change={'ecc_uncorrected': None}), 1764750000.0)
+    assert res['status'] == 'unknown' and not res['ok']
+
+
+def test_a_recorded_gpu_no_longer_listed_is_drift():
+    now = reading()
+    now['gpus'] = []
+    res = hd.drift(START, now, 1764750000.0)
+    assert res['items'][0]['check'] == 'missing' and res['status'] == 'drift'
+    assert 'listed at the verified start, nvidia-smi does not list it now' in res['drift'][0]
+
+
+def test_a_check_set_to_ignore_is_not_compared():
+    res = hd.drift(START, reading(dmesg=XID13, change={'pcie': {'gen': 3}}), 1764750000.0,
+                   checks={'xid_other': 'ignore', 'pcie_link': 'ignore'})
+    assert res['status'] == 'no drift' and res['ok']
+
+
+def test_an_old_manifest_without_health_is_said_so_never_healthy_drift_free():
+    for recorded in (None, {}, {'passed': True}):
+        res = hd.drift(recorded, reading(dmesg=XID79), 1764750000.0)
+        assert res['status'] == 'not recorded' and res['drift'] == [] and res['notes'] == [hd.NOT_RECORDED]
+
+
+def test_a_health_read_that_failed_now_is_unknown_and_fails():
+    res = hd.drift(START, None, 1764750000.0, read_error='nvidia-smi health query failed (rc 9)')
+    assert res['status'] == 'unknown' and not res['ok']
+    assert res['unknown'] == ['GPU health could not be read now: nvidia-smi health query failed (rc 9)']
+
+
+def test_differences_between_two_readings_name_the_gpu_and_both_links():
+    assert hd.differences(START, reading()) == []
+    ((gpu, what, a, b),) = hd.differences(START, reading(change={'pcie': {'width': 8}}))
+    assert (gpu['uuid'], what, a, b) == (UUID, 'PCIe link', 'Gen 5 x16', 'Gen 5 x8')
+    ((_, what, a, b),) = hd.differences(reading(change={'pcie': {'gen': None}}), START)
+    assert (what, a, b) == ('PCIe link', 'unknown', 'Gen 5 x16')
+    empty = reading()
+    empty['gpus'] = []
+    assert [(d[1], d[2], d[3]) for d in hd.differences(START, empty)] == [('listed', 'listed', 'not listed')]
+    assert [(d[1], d[2], d[3]) for d in hd.differences(empty, START)] == [('listed', 'not listed', 'listed')]
+
+
+def test_xid_events_of_a_reading_with_their_gpu():
+    assert hd.xid_events(reading()) == []
+    ((gpu, finding),) = hd.xid_events(reading(dmesg=XID79))
+    assert gpu['uuid'] == UUID and finding['check'] == 'xid' and not finding['unknown']
