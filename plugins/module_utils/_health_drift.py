@@ -101,26 +101,28 @@ def drift(recorded, current, started_epoch=None, checks=None, read_error=None):
     manifest), current a health stage result read now with xid_since = started_epoch (None with read_error when the
     read failed), checks the gate's health option (a check set to ignore is not compared).
 
-    Returns {status, ok, drift, unknown, notes, items}: status 'no drift', 'drift', 'unknown' or 'not recorded';
-    ok is False on drift and on an unknown where the check's action is refuse (unknown is never healthy)."""
+    Returns {status, ok, failed, drift, unknown, notes, items}: status 'no drift', 'drift', 'unknown' or 'not
+    recorded'; failed the messages that fail the audit: every drift, and an unknown where the check's action is
+    refuse (unknown is never healthy); ok when there is none."""
     actions = health.actions_of(checks or {})
     if not recorded or not isinstance(recorded.get('gpus'), list):
-        return dict(status='not recorded', ok=True, drift=[], unknown=[], notes=[NOT_RECORDED], items=[])
+        return dict(status='not recorded', ok=True, failed=[], drift=[], unknown=[], notes=[NOT_RECORDED], items=[])
     if current is None:
         item = dict(gpu=None, bus_id=None, uuid=None, check='read', was=None, now=None, unknown=True,
                     message='GPU health could not be read now: %s' % (read_error or 'no result'))
-        return dict(status='unknown', ok=False, drift=[], unknown=[item['message']], notes=[], items=[item])
+        return dict(status='unknown', ok=False, failed=[item['message']], drift=[], unknown=[item['message']],
+                    notes=[], items=[item])
     placed = started_epoch is not None and current.get('xid_since_boot_s') is not None
     listed = dict((g.get('uuid'), g) for g in current.get('gpus') or ())
     items = []
     for was in recorded['gpus']:
         items.extend(i for i in _gpu_drift(was, listed.get(was.get('uuid')), current, placed)
                      if actions[i['check']] != 'ignore')
-    unknown = [i for i in items if i['unknown']]
-    found = [i for i in items if not i['unknown']]
-    return dict(status='drift' if found else 'unknown' if unknown else 'no drift',
-                ok=not found and not any(actions[i['check']] == 'refuse' for i in unknown),
-                drift=[i['message'] for i in found], unknown=[i['message'] for i in unknown], notes=[], items=items)
+    unknown = [i['message'] for i in items if i['unknown']]
+    found = [i['message'] for i in items if not i['unknown']]
+    failed = [i['message'] for i in items if not i['unknown'] or actions[i['check']] == 'refuse']
+    return dict(status='drift' if found else 'unknown' if unknown else 'no drift', ok=not failed, failed=failed,
+                drift=found, unknown=unknown, notes=[], items=items)
 
 
 def differences(a, b):

@@ -39,13 +39,14 @@ START = reading()  # the manifest's gate.health: read before the verified start
 
 def test_no_drift_when_the_reading_now_equals_the_one_at_the_start():
     res = hd.drift(START, reading(), 1764750000.0)
-    assert res == dict(status='no drift', ok=True, drift=[], unknown=[], notes=[], items=[])
+    assert res == dict(status='no drift', ok=True, failed=[], drift=[], unknown=[], notes=[], items=[])
 
 
 def test_a_new_fatal_xid_since_the_start_is_drift_naming_gpu_code_and_what_to_do():
     res = hd.drift(START, reading(dmesg=XID79), 1764750000.0)
     assert res['status'] == 'drift' and not res['ok']
     (msg,) = res['drift']
+    assert res['failed'] == [msg]
     assert msg.startswith('GPU 0 (bus 0000:00:06.0): xid: new since the verified start: 1 Xid event(s)')
     assert 'last: Xid 79' in msg and 'reset the GPU' in msg
     assert res['items'][0]['uuid'] == UUID and res['items'][0]['check'] == 'xid'
@@ -68,6 +69,7 @@ def test_a_kernel_log_not_read_now_is_unknown():
     res = hd.drift(START, reading(log_error='dmesg failed (rc 1): Operation not permitted'), 1764750000.0)
     assert res['status'] == 'unknown' and not res['ok']
     assert [i['check'] for i in res['items']] == ['xid', 'xid_other']
+    assert res['failed'] == res['unknown'][:1]  # xid refuses by default, xid_other only warns
     assert 'Operation not permitted' in res['unknown'][0]
 
 
@@ -91,7 +93,7 @@ def test_an_unknown_link_is_unknown_on_either_side_and_fails_only_under_refuse()
     unknown_then = hd.drift(reading(change={'pcie': {'width': None}}), reading(), 1764750000.0)
     for res in (unknown_now, unknown_then):
         assert res['status'] == 'unknown' and res['items'][0]['check'] == 'pcie_link'
-        assert res['ok']  # pcie_link warns by default: listed, not failed
+        assert res['ok'] and res['failed'] == []  # pcie_link warns by default: listed, not failed
     assert not hd.drift(START, reading(change={'pcie': {'gen': None}}), 1764750000.0,
                         checks={'pcie_link': 'refuse'})['ok']
 
