@@ -2,37 +2,9 @@
 capture (tests/fixtures/nvidia-smi-h200-health): each drift class found, none when equal, unknown never unchanged,
 an old manifest said so."""
 import copy
-import os
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_health as health
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _health_drift as hd
-
-FIX = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi-h200-health')
-UUID = 'GPU-4ba4bd64-f447-499a-bbfa-a2f337d6bdc5'
-XID79 = "[ 8123.000001] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-XID13 = '[ 8200.000000] NVRM: Xid (PCI:0000:00:06): 13, pid=77, name=python3, Graphics Exception\n'
-AUDIT_READ = dict((check, 'warn') for check in health.CHECKS)  # the audit's read: every finding, nothing refused
-
-
-def captured():
-    with open(os.path.join(FIX, 'health_csv_noheader.out')) as f:
-        return f.read()
-
-
-def reading(text=None, dmesg=None, log_error=None, since=100.0, change=None):
-    """A health stage result as _gate.health_stage builds it (summary of the parsed line, judge's findings)."""
-    gpus = health.parse_health(text or captured())
-    for gpu in gpus:
-        for key, value in (change or {}).items():
-            if key == 'pcie':
-                gpu['pcie'] = dict(gpu['pcie'], **value)
-            else:
-                gpu[key] = value
-    xids = None if log_error else health.parse_xids(dmesg or '')
-    findings = health.judge(gpus, AUDIT_READ, xids, log_error, since)
-    return dict(passed=True, checks=AUDIT_READ, gpus=health.summary(gpus), findings=findings,
-                kernel_log='read' if xids is not None else log_error, xid_since_boot_s=since)
-
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import UUID, XID13, XID79, reading
 
 START = reading()  # the manifest's gate.health: read before the verified start
 
