@@ -144,3 +144,63 @@ def test_xid_events_of_a_reading_with_their_gpu():
     assert hd.xid_events(reading()) == []
     ((gpu, finding),) = hd.xid_events(reading(dmesg=XID79))
     assert gpu['uuid'] == UUID and finding['check'] == 'xid' and not finding['unknown']
+
+
+def test_each_item_names_the_gpu_by_index_bus_and_uuid_with_both_values():
+    (item,) = hd.drift(START, reading(change={'ecc_uncorrected': 3}), 1.0)['items']
+    assert dict(item, message=None) == dict(gpu=0, bus_id='0000:00:06.0', uuid=UUID, check='ecc', was=0, now=3,
+                                            unknown=False, message=None)
+
+
+def test_the_unknown_messages_say_what_is_unknown_now():
+    for change, check, text in (
+            ({'pcie': {'width': None}}, 'pcie_link', 'the PCIe link is unknown now (the driver gives no value)'),
+            ({'ecc_uncorrected': None}, 'ecc',
+             'the uncorrectable ECC count is unknown now (the driver gives no value)'),
+            ({'remap_pending': None}, 'row_remap',
+             'remapped rows / retired pages are unknown now (the driver gives no value)')):
+        (item,) = hd.drift(START, reading(change=change), 1.0)['items']
+        assert item['message'] == 'GPU 0 (bus 0000:00:06.0): %s: %s' % (check, text) and item['unknown']
+        assert item['was'] == {'pcie_link': 'Gen 5 x16', 'ecc': 0, 'row_remap': []}[check] and item['now'] is None
+    unknown_then = reading(change={'remap_pending': None})
+    (item,) = hd.drift(unknown_then, reading(change={'remap_failure': None}), 1.0)['items']
+    assert item['was'] is None
+
+
+def test_row_remap_items_carry_the_faults_then_and_now_and_name_them_all():
+    (item,) = hd.drift(START, reading(change={'remap_pending': True, 'remap_failure': True}), 1.0)['items']
+    assert item['was'] == [] and item['now'] == ['remapped rows failed', 'remapped rows pending']
+    assert item['message'].startswith('GPU 0 (bus 0000:00:06.0): row_remap: remapped rows failed and remapped rows '
+                                      'pending now, none at the verified start: reset the GPU')
+    both = reading(change={'remap_pending': True, 'remap_failure': True})
+    retired = reading(change={'remap_pending': None, 'remap_failure': None, 'retired_pages_pending': True})
+    (item,) = hd.drift(both, retired, 1.0)['items']
+    assert 'retired pages pending now, remapped rows failed and remapped rows pending at the verified start' \
+        in item['message']
+    (item,) = hd.drift(reading(change={'remap_pending': None}), reading(change={'remap_pending': True}), 1.0)['items']
+    assert item['was'] is None and 'remapped rows pending now, unknown at the verified start' in item['message']
+
+
+def test_memory_faults_need_both_remap_fields_before_retired_pages():
+    gpu = dict(remap_pending=True, remap_failure=None, retired_pages_pending=None)
+    assert hd.memory_faults(gpu) is None
+    assert hd.memory_faults(dict(gpu, retired_pages_pending=False)) == set()
+    assert hd.memory_faults(dict(gpu, remap_failure=False)) == {'remapped rows pending'}
+
+
+def test_the_not_recorded_and_not_read_results_whole():
+    assert hd.drift(None, reading(), 1.0) == dict(status='not recorded', ok=True, failed=[], drift=[], unknown=[],
+                                                 notes=[hd.NOT_RECORDED], items=[])
+    msg = 'GPU health could not be read now: no result'
+    assert hd.drift(START, None, 1.0) == dict(
+        status='unknown', ok=False, failed=[msg], drift=[], unknown=[msg], notes=[],
+        items=[dict(gpu=None, bus_id=None, uuid=None, check='read', was=None, now=None, unknown=True, message=msg)])
+
+
+def test_xid_events_give_the_gpu_summary_or_what_the_finding_names():
+    now = reading(dmesg=XID79)
+    ((gpu, _),) = hd.xid_events(now)
+    assert gpu == now['gpus'][0]
+    now['gpus'] = []
+    ((gpu, _),) = hd.xid_events(now)
+    assert gpu == dict(index=0, bus_id='0000:00:06.0', uuid=UUID)
