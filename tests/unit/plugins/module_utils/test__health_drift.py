@@ -204,3 +204,30 @@ def test_xid_events_give_the_gpu_summary_or_what_the_finding_names():
     now['gpus'] = []
     ((gpu, _),) = hd.xid_events(now)
     assert gpu == dict(index=0, bus_id='0000:00:06.0', uuid=UUID)
+
+
+def test_the_missing_xid_and_unknown_link_items_whole():
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import ADVICE
+    here = 'GPU 0 (bus 0000:00:06.0): '
+    gone = reading()
+    gone['gpus'] = []
+    (item,) = hd.drift(START, gone, 1.0)['items']
+    assert (item['was'], item['now'], item['message']) == (
+        'listed', 'not listed', here + 'missing: listed at the verified start, nvidia-smi does not list it now: '
+        + ADVICE['missing'])
+    unread = reading(log_error='dmesg failed (rc 1): denied')
+    item = hd.drift(START, unread, 1.0)['items'][0]
+    assert (item['was'], item['now'], item['message']) == (
+        None, None, here + 'xid: Xid events are unknown: the kernel log could not be read: dmesg failed (rc 1): denied')
+    value = reading(dmesg=XID79)['findings'][0]['value']
+    (item,) = hd.drift(START, reading(dmesg=XID79), None)['items']
+    assert (item['was'], item['now'], item['message']) == (
+        None, value, here + "xid: %s; whether after the verified start is unknown (its time could not be placed in "
+        "the kernel log: no start time in the manifest, or the PVE host's boot time unread)" % value)
+    (item,) = hd.drift(START, reading(dmesg=XID79), 1.0)['items']
+    assert (item['was'], item['now']) == (None, value)
+    assert item['message'] == here + 'xid: new since the verified start: %s: %s' % (value, ADVICE['xid'])
+    (item,) = hd.drift(reading(change={'pcie': {'gen': None}}), reading(), 1.0)['items']
+    assert (item['was'], item['now'], item['message']) == (
+        None, 'Gen 5 x16', here + 'pcie_link: the PCIe link was unknown at the verified start, it is Gen 5 x16 now: '
+        'a drop cannot be told')
