@@ -55,12 +55,24 @@ def read_manifest(result):
     return host, manifest, ""
 
 
-def rollout_summary(results, failed, run, hostvars=None, rollback=""):
+def health_refusal(health):
+    """Why the failed replica was not restarted for its GPUs, from its health read (sglang_server_gpu_health):
+    each refused GPU and check, or why the read failed; '' when its GPUs passed or were not read."""
+    if not isinstance(health, dict) or not health or health.get("passed"):
+        return ""
+    refused = ["GPU %s (bus %s): %s" % (f.get("gpu"), f.get("bus_id"), f.get("check")) if f.get("gpu") is not None
+               else "%s: %s" % (f.get("check"), f.get("value")) for f in health.get("refused") or ()]
+    why = ", ".join(refused) or "the health read failed: %s" % " ".join(str(health.get("msg") or "?").split())[:300]
+    return "not restarted, GPU health refused it before anything was stopped: %s" % why
+
+
+def rollout_summary(results, failed, run, hostvars=None, rollback="", health=None):
     """One sentence per replica, in rollout order (the play's hosts).
 
     results: slurp's loop results of each replica's manifest (item: the replica); failed: the replica whose run
     failed; run: this run's identity; hostvars: to tell the replicas whose server play passed in this run
-    (__gpuserve_rollout_passed); rollback: the failed replica's rollback outcome as its failure says it."""
+    (__gpuserve_rollout_passed); rollback: the failed replica's rollback outcome as its failure says it; health:
+    the failed replica's GPU health read (sglang_server_gpu_health), to name the GPU and check that kept it."""
     lines = []
     for result in results:
         host, manifest, error = read_manifest(result)
@@ -73,7 +85,9 @@ def rollout_summary(results, failed, run, hostvars=None, rollback=""):
             config = "no manifest (never deployed)"
         passed = bool(hostvars and host in hostvars and hostvars[host].get("__gpuserve_rollout_passed"))
         if host == failed:
-            state = "FAILED in this run" + ("; rollback: %s" % " ".join(str(rollback).split()) if rollback else "")
+            refusal = health_refusal(health)
+            state = "FAILED in this run" + ("; %s" % refusal if refusal else "") + (
+                "; rollback: %s" % " ".join(str(rollback).split()) if rollback else "")
             lines.append("%s: %s; last manifest: %s" % (host, state, config))
         elif ours and manifest.get("phase") == "rollback":
             # another node of the failed host's multi-node server: rolled back with it

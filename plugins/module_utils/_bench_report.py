@@ -25,6 +25,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_png import 
     text_width,
 )
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_verdict import verdict as judge
+from ansible_collections.gpuserve.sglang.plugins.module_utils._health_drift import link, where, xid_events
 
 REPORT_FORMAT = 1
 
@@ -156,6 +157,14 @@ def _provenance_lines(runs, meta):
                         min(g["power_w"] for g in gpus), max(g["power_w"] for g in gpus),
                         ",".join(sorted({g["pstate"] for g in gpus})),
                         ",".join(sorted({n for g in gpus for n in g["clocks_event_reason_names"]})) or "none"))
+    readings = [h for h in ((r.get("provenance") or {}).get("gpu_health") for r in runs) if h is not None]
+    if readings:
+        links = sorted({"%s %s" % (where(g), link(g) or "unknown") for h in readings for g in h.get("gpus") or ()})
+        xids = sorted({"%s: %s" % (where(g), f.get("value")) for h in readings for g, f in xid_events(h)})
+        unread = sorted({h["error"] for h in readings if h.get("error")})
+        lines.append("- GPU health after each run: PCIe links %s; Xid events: %s%s"
+                     % ("; ".join(links) or "none listed", "; ".join(xids) or "none",
+                        "; not read: %s" % "; ".join(unread) if unread else ""))
     if runs:
         lines.append("- measured runs: %d, from %s to %s" % (len(runs), min(r["started"] for r in runs),
                                                              max(r["finished"] for r in runs)))

@@ -2,7 +2,7 @@
 # Copyright: contributors to gpuserve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The benchmark's verdict: each variant against the mean of its adjacent fresh baselines, with the drift,
-throttle, failed-request and provenance rules that make a comparison valid. Private to this collection."""
+throttle, failed-request, provenance and GPU-health rules that make a comparison valid. Private to this collection."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
     BASELINE, DEFAULT_MATCHED_REASONS, DEFAULT_THROTTLE_REASONS, BenchError, matched_reasons_seen, reason_names,
     throttle_mask, throttled_gpus)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, summarize
+from ansible_collections.gpuserve.sglang.plugins.module_utils._health_drift import differences, where, xid_events
 
 
 def _pct(new, old):
@@ -38,17 +39,55 @@ def _run_problems(run, mask, require_clean_tree):
     return problems
 
 
+def _health_problems(variant, baselines, by_visit):
+    """A comparison's GPU-health problems (issue 32): every run of the variant visit and of its adjacent baselines
+    must carry a health reading (provenance.gpu_health, read after the run on the GPU host, Xid events since the
+    visit's deploy) when any of them does; no reading may hold an Xid event, known or unknown; and every GPU's
+    PCIe link must read the same in all of them as in the variant's first run. [] when no run carries one (None:
+    the benchmark's health read off)."""
+    involved = [(v, r) for v in [variant] + list(baselines) for r in by_visit.get(v["index"], [])]
+    if all((r.get("provenance") or {}).get("gpu_health") is None for _, r in involved):
+        return []
+    problems, readings = [], []
+    for vs, run in involved:
+        label = "visit %d %s" % (vs["index"], vs["arm"])
+        health = (run.get("provenance") or {}).get("gpu_health")
+        if not isinstance(health, dict) or not isinstance(health.get("gpus"), list):
+            why = health.get("error") if isinstance(health, dict) and health.get("error") else "not recorded"
+            problems.append("%s: no GPU health reading (%s), so its link states and Xid events are unknown"
+                            % (label, why))
+            continue
+        readings.append((label, health))
+        for gpu, finding in xid_events(health):
+            if finding.get("unknown"):
+                problems.append("%s: %s: Xid events unknown: %s" % (label, where(gpu), finding.get("value")))
+            elif health.get("xid_since_boot_s") is None:
+                problems.append("%s: %s: %s, and the visit's start could not be placed in the kernel log, so they "
+                                "may have come between arms" % (label, where(gpu), finding.get("value")))
+            else:
+                problems.append("%s: %s: a new Xid event during the visit: %s" % (label, where(gpu),
+                                                                                 finding.get("value")))
+    if readings:
+        ref_label, ref = readings[0]
+        for label, health in readings[1:]:
+            for gpu, what, mine, theirs in differences(ref, health):
+                problems.append("%s: %s: %s %s, but %s on %s; arms must run on the same links"
+                                % (ref_label, where(gpu), what, mine, theirs, label))
+    return problems
+
+
 def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=DEFAULT_THROTTLE_REASONS,
             decision_concurrency=None, require_clean_tree=True, matched_reasons=DEFAULT_MATCHED_REASONS):
     """Judge measured runs against their adjacent fresh baselines.
 
     runs: [{visit, arm, repeat, concurrency, metrics{output_throughput,...}, gpu_before, gpu_after,
-            provenance{sglang_commit, sglang_dirty, nccl_env, driver_version}, started, finished}]
+            provenance{sglang_commit, sglang_dirty, nccl_env, driver_version, gpu_health}, started, finished}]
     visits: the plan_arms schedule. A variant visit is compared with the baseline visits right before and after
     it; the comparison is invalid when those two baselines differ by more than drift_pct, when a GPU showed a
     throttle reason before/after any run involved, when a matched reason (the power cap) was seen on one side of
-    the comparison but not the other at a concurrency, when requests failed, or when the provenance is not the
-    same everywhere. An arm is accepted when all its comparisons are valid and its median speedup is at least
+    the comparison but not the other at a concurrency, when requests failed, when the provenance is not the
+    same everywhere, or when the GPU health of the runs involved (provenance.gpu_health) shows an Xid event, a
+    PCIe link that differs, or could not be read. An arm is accepted when all its comparisons are valid and its median speedup is at least
     min_speedup_pct (a gain smaller than the tolerated drift cannot be told from drift).
     """
     mask = throttle_mask(throttle_reasons)
@@ -115,6 +154,7 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
             comp["problems"].extend(b["problems"])
         if len(adj) < 2:
             comp["problems"].append("visit %d %s: needs a fresh baseline on both sides" % (vs["index"], vs["arm"]))
+        comp["problems"].extend(_health_problems(vs, adj, by_visit))
         for conc in concurrencies:
             key = str(conc)
             arm_med = vs["concurrency"][key]["output_throughput"]["median"]

@@ -6,7 +6,8 @@ the real H200 capture, tests/fixtures/nvidia-smi-h200-health, otherwise), and th
 (/usr/local/bin/gpuserve-lab-dmesg, inventory/lab's sglang_server_gate_dmesg) prints the node's kernel.log, where a
 test writes an Xid line in the real dmesg format. One class goes through the whole restart_server.yml (the
 lifecycle's health read before the stop); the others through the same module call on the lane's PVE host
-(gpu_memory_gate, memory: false: the preflight path, seconds each). Needs a deployed lab; leaves the server running.
+(gpu_memory_gate, memory: false: the preflight path, seconds each); audit.yml reports a link that dropped since
+the verified start. Needs a deployed lab; leaves the server running.
 """
 import json
 import os
@@ -116,4 +117,15 @@ def test_each_refusal_class_is_refused_by_the_preflight_and_nothing_is_stopped(s
     assert "GPU health: not starting" in res["msg"] and words in res["msg"], res["msg"]
     where = "host: missing" if check == "missing" else "GPU %d (bus " % GPU
     assert where in res["msg"] and re.search(r"\b%s(:| is unknown)" % check, res["msg"]), res["msg"]
+    assert main_pid() == served
+
+
+def test_audit_reports_a_link_that_dropped_since_the_verified_start(served):
+    """audit.yml (check mode) compares the health the manifest recorded at the verified start with a read now."""
+    set_health(**{"pcie.link.width.current": "8"})
+    rc, out = finish(playbook("playbooks/audit.yml"), limit=300)
+    flat = " ".join(out.split())
+    assert rc != 0, out[-3000:]
+    assert re.search(r"GPU health: GPU %d \(bus [0-9a-f:.]+\): pcie_link: the PCIe link dropped from Gen 5 x16 at the "
+                     r"verified start to Gen 5 x8" % GPU, flat), flat[-3000:]
     assert main_pid() == served

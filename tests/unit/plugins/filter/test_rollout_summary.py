@@ -95,3 +95,31 @@ def test_the_other_node_of_a_multi_node_server_is_said_rolled_back_with_it():
     lines = rollout_summary(results, "ct101", RUN, {}, "done: the last verified config is serving again")
     assert lines[1] == ("ct102: rolled back in this run; serves args 2222222222, SGLang cccccccccccc (rollback, "
                         "2026-12-02T05:01:02)")
+
+
+REFUSED = {"passed": False, "msg": "GPU health: not starting on a GPU that cannot serve (at full speed): ...",
+           "refused": [{"gpu": 3, "bus_id": "0000:02:09.0", "uuid": "GPU-x", "check": "xid", "action": "refuse",
+                        "value": "1 Xid event(s)", "unknown": False, "message": "GPU 3 (bus 0000:02:09.0): xid: ..."},
+                       {"gpu": None, "bus_id": None, "uuid": None, "check": "missing", "action": "refuse",
+                        "value": "nvidia-smi lists 7 GPU(s), 8 expected", "unknown": False, "message": "host: ..."}]}
+
+
+def test_a_replica_kept_from_its_restart_by_gpu_health_is_named_with_the_gpu_and_the_check():
+    results = [slurped("ct101", manifest(args="1" * 40, run=RUN)), slurped("ct102", manifest(run=EARLIER))]
+    lines = rollout_summary(results, "ct102", RUN, {}, "", REFUSED)
+    assert lines[1] == (
+        "ct102: FAILED in this run; not restarted, GPU health refused it before anything was stopped: GPU 3 (bus "
+        "0000:02:09.0): xid, missing: nvidia-smi lists 7 GPU(s), 8 expected; last manifest: args aaaaaaaaaa, SGLang "
+        "cccccccccccc (deploy, 2026-12-02T05:01:02), written by an earlier run")
+    assert lines[0].startswith("ct101: updated in this run")  # another replica is not blamed
+
+
+def test_a_health_read_that_failed_says_so_and_one_that_passed_adds_nothing():
+    results = [slurped("ct102", manifest(run=EARLIER))]
+    failed = {"passed": False, "refused": [], "msg": "nvidia-smi health query\n timed out"}
+    (line,) = rollout_summary(results, "ct102", RUN, {}, "", failed)
+    assert "not restarted, GPU health refused it before anything was stopped: the health read failed: nvidia-smi " \
+           "health query timed out; last manifest" in line
+    for health in ({"passed": True, "refused": [], "msg": ""}, {}, None):
+        (line,) = rollout_summary(results, "ct102", RUN, {}, "", health)
+        assert line.startswith("ct102: FAILED in this run; last manifest: ")

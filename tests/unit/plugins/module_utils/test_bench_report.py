@@ -10,6 +10,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verd
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_png as png
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_report as rep
 
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID79, reading
 from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import ARMS, SERVER_ARGS, make_runs
 
 
@@ -132,6 +133,21 @@ def test_markdown_table_and_provenance(judged):
     assert "- SGLang commit: " + "a" * 40 in md
     assert "SM clock 1980-1980 MHz" in md and "reasons seen: none" in md
     assert '"NCCL_ALGO": "Ring"' in md
+
+
+def test_the_provenance_says_each_gpu_link_and_xid_event_the_runs_saw(judged):
+    _visits, runs, verdict = judged
+    md = rep.render_markdown(verdict, runs, {})
+    assert "GPU health" not in md  # no run carries a reading
+    for r in runs:
+        r["provenance"]["gpu_health"] = reading()
+    runs[0]["provenance"]["gpu_health"] = reading(dmesg=XID79)
+    runs[1]["provenance"]["gpu_health"] = {"error": "nvidia-smi health query timed out"}
+    md = rep.render_markdown(verdict, runs, {})
+    line = next(x for x in md.splitlines() if x.startswith("- GPU health after each run: "))
+    assert line.startswith("- GPU health after each run: PCIe links GPU 0 (bus 0000:00:06.0) Gen 5 x16; Xid events: "
+                           "GPU 0 (bus 0000:00:06.0): 1 Xid event(s)")
+    assert line.endswith("; not read: nvidia-smi health query timed out")
 
 
 def test_json_document_keeps_provenance_with_every_figure(judged):

@@ -18,6 +18,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_stats as st
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verdict as bv
 
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID13, XID79, reading
 from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import (
     ARMS,
     H200_GPU_STATE,
@@ -474,3 +475,79 @@ def test_an_unmeasured_decision_concurrency_is_refused_by_name(kwargs, msg):
 def test_no_runs_are_refused():
     with pytest.raises(b.BenchError, match="^no measured runs to judge$"):
         bv.verdict([], BVB)
+
+
+# ------------------------------------------------------------------ GPU health: each arm's links and Xid events
+
+
+def healthy_runs(visits, speeds, changed=None):
+    """h200_runs whose provenance carries the captured H200's health reading; changed: {visit index: reading}."""
+    runs = h200_runs(visits, speeds)
+    for r in runs:
+        r["provenance"]["gpu_health"] = (changed or {}).get(r["visit"], reading())
+    return runs
+
+
+ONE_ARM = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)  # 0 baseline, 1 eagle3-s2, 2 baseline
+FAST = {0: 88.8, 1: 99.0, 2: 88.8}
+
+
+def test_arms_with_the_same_links_and_no_xid_stay_valid():
+    v = bv.verdict(healthy_runs(ONE_ARM, FAST), ONE_ARM)
+    assert v["valid"] is True and v["winner"] == "eagle3-s2", v["problems"]
+
+
+@pytest.mark.parametrize("visit, label", [(1, "visit 0 baseline"), (2, "visit 2 baseline")])
+def test_a_link_that_differs_between_arms_makes_the_comparison_invalid_naming_gpu_and_links(visit, label):
+    runs = healthy_runs(ONE_ARM, FAST, {visit: reading(change={"pcie": {"width": 8}})})
+    v = bv.verdict(runs, ONE_ARM)
+    assert v["valid"] is False and arms_of(v)["eagle3-s2"]["decision"] == "invalid"
+    mine, theirs = ("Gen 5 x8", "Gen 5 x16") if visit == 1 else ("Gen 5 x16", "Gen 5 x8")
+    assert ("visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): PCIe link %s, but %s on %s; arms must run on the same "
+            "links" % (mine, theirs, label)) in v["problems"], v["problems"]
+
+
+def test_an_unknown_link_on_one_side_differs_from_a_known_one():
+    runs = healthy_runs(ONE_ARM, FAST, {0: reading(change={"pcie": {"gen": None}})})
+    v = bv.verdict(runs, ONE_ARM)
+    assert any("PCIe link Gen 5 x16, but unknown on visit 0 baseline" in p for p in v["problems"]), v["problems"]
+
+
+@pytest.mark.parametrize("dmesg, code", [(XID79, 79), (XID13, 13)])
+def test_a_new_xid_in_any_arm_of_the_comparison_makes_it_invalid_naming_the_gpu(dmesg, code):
+    runs = healthy_runs(ONE_ARM, FAST, {2: reading(dmesg=dmesg)})
+    v = bv.verdict(runs, ONE_ARM)
+    assert v["valid"] is False
+    (problem,) = v["problems"]
+    assert problem.startswith("visit 2 baseline: GPU 0 (bus 0000:00:06.0): a new Xid event during the visit: 1 Xid "
+                              "event(s)") and "last: Xid %d" % code in problem
+
+
+def test_xid_events_that_cannot_be_placed_or_a_kernel_log_unread_are_invalid_too():
+    runs = healthy_runs(ONE_ARM, FAST, {1: reading(dmesg=XID13, since=None),
+                                          2: reading(log_error="dmesg failed (rc 1): Operation not permitted")})
+    problems = bv.verdict(runs, ONE_ARM)["problems"]
+    assert any(p.startswith("visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): 1 Xid event(s) since boot")
+               and "may have come between arms" in p for p in problems), problems
+    assert any(p.startswith("visit 2 baseline: GPU 0 (bus 0000:00:06.0): Xid events unknown: the kernel log could "
+                            "not be read: dmesg failed") for p in problems), problems
+
+
+def test_a_run_without_a_reading_among_runs_with_one_is_invalid_saying_why():
+    runs = healthy_runs(ONE_ARM, FAST)
+    runs[0]["provenance"]["gpu_health"] = {"error": "nvidia-smi health query timed out"}
+    runs[-1]["provenance"]["gpu_health"] = None
+    problems = bv.verdict(runs, ONE_ARM)["problems"]
+    assert ("visit 0 baseline: no GPU health reading (nvidia-smi health query timed out), so its link states and "
+            "Xid events are unknown") in problems
+    assert "visit 2 baseline: no GPU health reading (not recorded), so its link states and Xid events are unknown" \
+        in problems
+
+
+def test_runs_without_any_health_reading_are_judged_as_before():
+    v = bv.verdict(h200_runs(ONE_ARM, FAST), ONE_ARM)
+    assert v["valid"] is True and v["problems"] == []
+    runs = h200_runs(ONE_ARM, FAST)
+    for r in runs:
+        r["provenance"]["gpu_health"] = None  # sglang_benchmark_gpu_health: false
+    assert bv.verdict(runs, ONE_ARM)["valid"] is True
