@@ -1,55 +1,16 @@
-"""The poll loop (fake clock), holder naming from /proc/PID/cgroup, and fail-closed reads through the runner."""
+"""The poll loop (fake clock), holder naming from /proc/PID/cgroup, and fail-closed reads through the runner; and,
+exactly, poll's sleeps, deadline and result, the messages, and what run_gate hands back."""
 import os
 import sys
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as gate
-from ansible_collections.gpuserve.sglang.plugins.module_utils._gate import GATE_ARGS
-from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import MIB
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import MIB, SmiError, SmiReader
+from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_nvidia_smi import FIX, UUID, FakeNvml, capture, four_fields
-
-
-class Clock:
-    """time.monotonic and time.sleep on a fake timeline; each command also costs `cost` seconds."""
-
-    def __init__(self, cost=0.02):
-        self.now, self.cost, self.slept = 100.0, cost, []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        assert seconds >= 0
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-class Smi:
-    """A host with GPUs whose memory.used follows a function of fake time; answers the gate's two queries."""
-
-    def __init__(self, clock, used=lambda t: 0, answers=None, apps=''):
-        self.clock, self.used, self.answers, self.apps, self.calls = clock, used, answers, apps, []
-
-    def get_bin_path(self, name, required=False):
-        return '/usr/bin/' + name
-
-    def run_command(self, argv, **kwargs):
-        self.calls.append(argv)
-        self.clock.now += self.clock.cost
-        if any(a.startswith('--query-compute-apps') for a in argv):
-            return 0, self.apps, ''
-        if self.answers:
-            return self.answers.pop(0)
-        return 0, four_fields(self.used(self.clock.now - 100.0)), ''
-
-
-def params(**kw):
-    p = dict((k, v.get('default')) for k, v in GATE_ARGS.items())
-    p.update(target='local', vmid=None, container_name=None)
-    p.update(kw)
-    return p
+from ansible_collections.gpuserve.sglang.tests.support.gate import Clock, Smi, params
+from ansible_collections.gpuserve.sglang.tests.support.nvidia_smi import FIX, UUID, FakeNvml, capture, four_fields
 
 
 def run(module, clock, check=False, proc_root='/nonexistent', **kw):
@@ -269,3 +230,372 @@ def test_container_of(tmp_path, text, where):
     (tmp_path / '7' / 'cgroup').write_text(text)
     assert gate.container_of(7, str(tmp_path)) == where
     assert gate.container_of(8, str(tmp_path)) is None
+
+
+OTHER = 'GPU-00000001-aaaa-bbbb-cccc-dddddddddddd'
+# the defaults read this process's own /proc/PID/cgroup (Linux)
+LINUX_PROC = pytest.mark.skipif(not os.path.exists('/proc/self/cgroup'), reason='needs /proc/PID/cgroup')
+
+
+def test_gate_failed_defaults():
+    err = gate.GateFailed('m', dict(passed=False))
+    assert str(err) == 'm' and err.msg == 'm' and err.result == dict(passed=False) and err.read_error is False
+    assert gate.GateFailed('m', {}, read_error=True).read_error is True
+
+
+def reads(*used_lists, clock=None, cost=0.0):
+    """A read() for poll: each call returns the next list of used MiB (GPU i = index i); the last one repeats."""
+    seq = list(used_lists)
+
+    def read():
+        if clock is not None:
+            clock.now += cost
+        used = seq.pop(0) if len(seq) > 1 else seq[0]
+        gpus = [dict(index=i, uuid='GPU-%d' % i, used_mib=u, total_mib=100) for i, u in enumerate(used)]
+        return gpus, 'raw %s' % (used,)
+    return read
+
+
+def test_poll_result_exact_on_first_read():
+    clock = Clock()
+    res = gate.poll(reads([0, 3]), 3, 30.0, 0.05, clock, clock.sleep)
+    assert res == dict(gpus=[dict(index=0, uuid='GPU-0', used_mib=0, total_mib=100),
+                             dict(index=1, uuid='GPU-1', used_mib=3, total_mib=100)],
+                       polls=1, elapsed_s=0.0, passed=True, raw='raw [0, 3]', over=[], clear_at_s={0: 0.0, 1: 0.0})
+    assert clock.slept == []
+
+
+def test_poll_stops_exactly_at_the_deadline():
+    # reads take no time: reads at 0, 0.4, 0.8, then a short sleep to 1.0 and the last read at exactly the timeout
+    clock = Clock()
+    calls = []
+
+    def read():
+        calls.append(clock.now)
+        assert len(calls) <= 5, 'polled past the deadline'
+        return reads([7])()
+
+    res = gate.poll(read, 5, 1.0, 0.4, clock, clock.sleep)
+    assert clock.slept == [0.4, 0.4, pytest.approx(0.2)]
+    assert res['polls'] == 4 and res['passed'] is False and res['elapsed_s'] == pytest.approx(1.0)
+    assert res['over'] == [dict(index=0, uuid='GPU-0', used_mib=7, total_mib=100)] and res['clear_at_s'] == {}
+
+
+def test_poll_rounds_to_four_places_and_measures_from_start():
+    clock = Clock()
+    res = gate.poll(reads([9], [1], [0], clock=clock, cost=0.123456), 0, 10.0, 0.5, clock, clock.sleep)
+    # reads end at 0.123456, 0.746912, 1.370368 s after the start
+    assert res['polls'] == 3 and res['passed'] is True
+    assert res['elapsed_s'] == 1.3704 and res['clear_at_s'] == {0: 1.3704}
+    assert clock.slept == [0.5, 0.5]
+
+
+def test_poll_limit_is_inclusive_for_clear_at():
+    clock = Clock()
+    res = gate.poll(reads([5, 6], [5, 5]), 5, 10.0, 1.0, clock, clock.sleep)
+    assert res['polls'] == 2 and res['passed'] and res['clear_at_s'] == {0: 0.0, 1: 1.0}
+
+
+def test_poll_max_polls_and_unbounded():
+    clock = Clock()
+    res = gate.poll(reads([1]), 0, 10.0, 1.0, clock, clock.sleep, max_polls=3)
+    assert res['polls'] == 3 and not res['passed'] and clock.slept == [1.0, 1.0]
+    clock = Clock()
+    res = gate.poll(reads([1], [1], [1], [1], [0]), 0, 100.0, 1.0, clock, clock.sleep)
+    assert res['polls'] == 5 and res['passed'] and res['elapsed_s'] == 4.0
+
+
+def test_poll_defaults_to_real_time():
+    res = gate.poll(reads([1], [0]), 0, 5.0, 0.001)
+    assert res['passed'] and res['polls'] == 2
+    assert 0.001 <= res['elapsed_s'] < 5.0
+
+
+def test_container_of_matches_only_the_path_field(tmp_path):
+    # the path is everything after the second colon, colons and spaces included
+    for pid, text in [(1, '0::/lxc/105/ns/a:b\n'), (2, '0::/lxc/106/ns/my unit\n'),
+                      (3, '3:cpu,cpuacct:/user.slice\n1:name=systemd:/lxc/107/ns/init.scope\n'),
+                      (4, '\n0::/lxc.payload.web/x\n')]:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / 'cgroup').write_text(text)
+    assert gate.container_of(1, str(tmp_path)) == 'CT 105'
+    assert gate.container_of(2, str(tmp_path)) == 'CT 106'
+    assert gate.container_of(3, str(tmp_path)) == 'CT 107'
+    assert gate.container_of(4, str(tmp_path)) == 'CT web'
+
+
+@LINUX_PROC
+def test_container_of_reads_proc_by_default():
+    where = gate.container_of(os.getpid(), '/proc')
+    assert where is not None and gate.container_of(os.getpid()) == where
+
+
+@pytest.mark.parametrize('holder, text', [
+    (dict(pid=5, container=None), 'pid 5 (container unknown)'),
+    (dict(pid=6, container='the host'), 'pid 6 on the host'),
+    (dict(pid=7, container='CT 105'), 'pid 7 in CT 105'),
+])
+def test_describe(holder, text):
+    assert gate.describe(holder) == text
+
+
+class Apps:
+    def __init__(self, apps):
+        self.listed = apps
+
+    def apps(self):
+        return self.listed
+
+
+def test_name_holders_local_and_remote(tmp_path):
+    (tmp_path / '11').mkdir()
+    (tmp_path / '11' / 'cgroup').write_text('0::/lxc/105/ns/init.scope\n')
+    over = [dict(index=2, uuid=UUID, used_mib=9, total_mib=10), dict(index=5, uuid=OTHER, used_mib=9, total_mib=10)]
+    reader = Apps([dict(uuid=UUID, pid=11, used_mib=7), dict(uuid='GPU-free', pid=12, used_mib=1),
+                   dict(uuid=OTHER, pid=13, used_mib=None)])
+    assert gate.name_holders(reader, over, True, str(tmp_path)) == [
+        dict(gpu=2, pid=11, used_mib=7, container='CT 105', state=None),
+        dict(gpu=5, pid=13, used_mib=None, container=None, state=None)]
+    assert gate.name_holders(reader, over, False, str(tmp_path)) == [
+        dict(gpu=2, pid=11, used_mib=7, container=None, state=None),
+        dict(gpu=5, pid=13, used_mib=None, container=None, state=None)]
+
+
+@LINUX_PROC
+def test_name_holders_reads_proc_by_default():
+    over = [dict(index=0, uuid=UUID, used_mib=9, total_mib=10)]
+    holders = gate.name_holders(Apps([dict(uuid=UUID, pid=os.getpid(), used_mib=1)]), over, True)
+    where = gate.container_of(os.getpid(), '/proc')
+    assert where is not None and holders[0]['container'] == where
+
+
+def test_failure_message_two_gpus():
+    over = [dict(index=0, used_mib=10), dict(index=3, used_mib=20)]
+    holders = [dict(gpu=3, pid=1, container='the host'), dict(gpu=3, pid=2, container=None)]
+    assert gate.failure_message(over, 4, holders) == (
+        'GPU 0 still holds 10 MiB (limit 4): no compute process listed; '
+        'GPU 3 still holds 20 MiB (limit 4): pid 1 on the host, pid 2 (container unknown)')
+
+
+def test_make_reader_nvidia_smi_uses_params():
+    module = Smi(Clock())
+    reader = gate.make_reader(params(nvidia_smi='/opt/smi', nvidia_smi_timeout=3.0), Runner(module))
+    assert isinstance(reader, SmiReader)
+    reader.read()
+    assert module.calls[0][:4] == ['/usr/bin/timeout', '--kill-after=1', '3s', '/opt/smi']
+
+
+def test_make_reader_nvml_refusal_exact(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'pynvml', FakeNvml([0]))
+    with pytest.raises(SmiError) as exc:
+        gate.make_reader(params(backend='nvml'), Runner(Smi(Clock()), 'lxc', container_name='ct-a'))
+    assert exc.value.msg == 'backend=nvml reads this host only: use backend=nvidia-smi with target=lxc'
+    monkeypatch.setitem(sys.modules, 'pynvml', None)
+    with pytest.raises(SmiError) as exc:
+        gate.make_reader(params(backend='nvml'), Runner(Smi(Clock())))
+    assert exc.value.msg == ('backend=nvml needs nvidia-ml-py importable by the module interpreter; install it or use '
+                             'backend=nvidia-smi')
+
+
+def test_run_gate_defaults_real_clock_and_proc():
+    module = Smi(Clock())
+    res = gate.run_gate(module, params())
+    assert res['passed'] is True and res['polls'] == 1 and 0 <= res['elapsed_s'] < 5
+    assert set(res) == {'backend', 'max_used_mib', 'polls', 'passed', 'gpus', 'elapsed_s', 'raw', 'clear_at_s'}
+    assert res['backend'] == 'nvidia-smi' and res['max_used_mib'] == 0
+
+
+@LINUX_PROC
+def test_run_gate_default_is_not_check_mode_and_names_holders_from_proc():
+    module = Smi(Clock(), used=lambda t: 5, apps='%s, %d, 5\n' % (UUID, os.getpid()))
+    with pytest.raises(gate.GateFailed) as exc:
+        gate.run_gate(module, params(timeout=0.02, poll_interval=0.01))
+    assert exc.value.msg.startswith('gate timed out after ')
+    where = gate.container_of(os.getpid(), '/proc')
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=os.getpid(), used_mib=5, container=where,
+                                                state=gate.state_of(os.getpid()))]
+    assert ('GPU 0 still holds 5 MiB (limit 0): ' + gate.describe(exc.value.result['holders'][0])) in exc.value.msg
+
+
+def test_run_gate_failure_result_and_exact_message():
+    clock = Clock(cost=0.25)
+    module = Smi(clock, used=lambda t: 12, apps='%s, 4242, 12\n' % UUID)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, target='pct', vmid=105, max_used_mib=2, timeout=0.6, poll_interval=0.2)
+    # reads end at 0.25, 0.7 (after 0.2 sleep): past 0.6
+    assert exc.value.msg == 'gate timed out after 2 poll(s) in 0.70 s: GPU 0 still holds 12 MiB (limit 2): pid 4242 (container unknown)'
+    assert exc.value.read_error is False
+    result = exc.value.result
+    assert result == dict(backend='nvidia-smi', max_used_mib=2, polls=2, passed=False, elapsed_s=0.7, raw=four_fields(12),
+                          gpus=[dict(index=0, uuid=UUID, used_mib=12, total_mib=143771)], clear_at_s={},
+                          holders=[dict(gpu=0, pid=4242, used_mib=12, container=None, state=None)])
+    assert module.calls[-1][3:] == ['/usr/bin/pct', 'exec', '105', '--', 'nvidia-smi',
+                                    '--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']
+
+
+def test_run_gate_check_mode_exact_message():
+    clock = Clock(cost=0.5)
+    module = Smi(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, check=True, timeout=30.0)
+    assert exc.value.msg == ('gate read once (check mode) after 1 poll(s) in 0.50 s: GPU 0 still holds 3 MiB (limit 0): '
+                             'no compute process listed. ' + gate.ORPHAN_ADVICE)
+    assert clock.slept == []
+
+
+def test_run_gate_name_holders_off_reads_no_apps():
+    clock = Clock()
+    module = Smi(clock, used=lambda t: 3, apps='%s, 1, 3\n' % UUID)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01, name_holders=False)
+    assert exc.value.result['holders'] == []
+    assert 'no compute process listed' in exc.value.msg
+    assert not any('--query-compute-apps' in a for argv in module.calls for a in argv)
+
+
+class AppsFail(Smi):
+    def run_command(self, argv, **kwargs):
+        if any(a.startswith('--query-compute-apps') for a in argv):
+            self.calls.append(argv)
+            return 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", ''
+        return super().run_command(argv, **kwargs)
+
+
+def test_run_gate_holders_unknown_note():
+    clock = Clock()
+    module = AppsFail(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01)
+    assert exc.value.read_error is False and exc.value.result['holders'] == []
+    assert exc.value.msg.endswith(
+        ': GPU 0 still holds 3 MiB (limit 0): no compute process listed (holders unknown: nvidia-smi --query-compute-apps '
+        'failed (rc 9): nvidia-smi cannot reach the driver: check that the nvidia kernel module is loaded (lsmod, dmesg for '
+        'Xid errors) and, in a container, that /dev/nvidia* are passed through; output: NVIDIA-SMI has failed because it '
+        "couldn't communicate with the NVIDIA driver.)")
+
+
+def test_run_gate_read_error_result_exact():
+    clock = Clock()
+    module = Smi(clock, answers=[(0, four_fields('[N/A]'), 'warn')])
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, max_used_mib=7)
+    assert exc.value.read_error is True
+    assert exc.value.msg.startswith("unparseable nvidia-smi line '0, %s, [N/A], 143771': memory.used is [N/A]" % UUID)
+    assert exc.value.result == dict(
+        backend='nvidia-smi', max_used_mib=7, polls=0, passed=False, raw=four_fields('[N/A]'), rc=0, stderr='warn',
+        cmd='/usr/bin/timeout --kill-after=1 10s nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits')
+
+
+def test_run_gate_nvml_names_holders_through_nvidia_smi(monkeypatch, tmp_path):
+    (tmp_path / '4242').mkdir()
+    (tmp_path / '4242' / 'cgroup').write_text('0::/lxc/105/ns/init.scope\n')
+    nvml = FakeNvml([9 * MIB])
+    monkeypatch.setitem(sys.modules, 'pynvml', nvml)
+    nvml_uuid = 'GPU-00000000-0000-0000-0000-000000000000'
+    clock = Clock()
+    module = Smi(clock, apps='%s, 4242, 9\n' % nvml_uuid)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, proc_root=str(tmp_path), backend='nvml', nvidia_smi='/opt/smi', nvidia_smi_timeout=2.0, timeout=0.0)
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=9, container='CT 105', state=None)]
+    assert 'GPU 0 still holds 9 MiB (limit 0): pid 4242 in CT 105' in exc.value.msg
+    assert module.calls == [['/usr/bin/timeout', '--kill-after=1', '2s', '/opt/smi',
+                             '--query-compute-apps=gpu_uuid,pid,used_memory', '--format=csv,noheader,nounits']]
+    assert nvml.calls == ['init', 'shutdown']
+
+
+def test_run_gate_closes_the_reader_on_a_read_error(monkeypatch):
+    nvml = FakeNvml([])
+    monkeypatch.setitem(sys.modules, 'pynvml', nvml)
+    clock = Clock()
+    with pytest.raises(gate.GateFailed, match='listed no GPU at all') as exc:
+        run(Smi(clock), clock, backend='nvml')
+    assert exc.value.read_error and exc.value.result['backend'] == 'nvml'
+    assert nvml.calls == ['init', 'shutdown']
+
+
+def test_run_gate_selection_error_keeps_the_raw_read():
+    clock = Clock()
+    module = Smi(clock, answers=[(0, four_fields(0), '')])
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, gpus=[0, 2])
+    assert exc.value.read_error is True
+    assert exc.value.msg.startswith('GPU index(es) [2] not listed by nvidia-smi (it lists [0])')
+    assert exc.value.result['raw'] == four_fields(0) and exc.value.result['polls'] == 0
+
+
+# ------------------------------------------------------------------ stuck memory: state D, memory with no process
+
+def write_stat(root, pid, comm, state):
+    (root / str(pid)).mkdir()
+    (root / str(pid) / 'stat').write_text('%d (%s) %s 1 %d %d 0 -1 4194560 0 0 0 0\n' % (pid, comm, state, pid, pid))
+
+
+def test_state_of_reads_the_letter_after_the_last_parenthesis(tmp_path):
+    write_stat(tmp_path, 21, 'sglang::scheduler_TP0', 'D')
+    write_stat(tmp_path, 22, 'odd) S (name', 'R')
+    (tmp_path / '23').mkdir()
+    (tmp_path / '23' / 'stat').write_text('23 (empty)')
+    assert gate.state_of(21, str(tmp_path)) == 'D'
+    assert gate.state_of(22, str(tmp_path)) == 'R'
+    assert gate.state_of(23, str(tmp_path)) is None
+    assert gate.state_of(24, str(tmp_path)) is None  # gone
+
+
+@LINUX_PROC
+def test_state_of_reads_proc_by_default():
+    assert gate.state_of(os.getpid()) in ('R', 'S')
+
+
+def test_describe_names_state_d_only():
+    assert gate.describe(dict(pid=5, container='CT 105', state='D')) == 'pid 5 in CT 105 in state D'
+    assert gate.describe(dict(pid=5, container=None, state='D')) == 'pid 5 (container unknown) in state D'
+    assert gate.describe(dict(pid=5, container='CT 105', state='S')) == 'pid 5 in CT 105'
+    assert gate.describe(dict(pid=5, container='CT 105')) == 'pid 5 in CT 105'
+
+
+def test_name_holders_reads_the_state_only_where_proc_is_this_hosts(tmp_path):
+    write_stat(tmp_path, 11, 'sglang::scheduler_TP0', 'D')
+    over = [dict(index=2, uuid=UUID, used_mib=9, total_mib=10)]
+    reader = Apps([dict(uuid=UUID, pid=11, used_mib=7)])
+    assert gate.name_holders(reader, over, True, str(tmp_path))[0]['state'] == 'D'
+    assert gate.name_holders(reader, over, False, str(tmp_path))[0]['state'] is None
+
+
+@pytest.mark.parametrize('holders, expected', [
+    ([dict(gpu=0, pid=1, state='S'), dict(gpu=3, pid=2, state=None)], ''),
+    ([dict(gpu=0, pid=1, state='D'), dict(gpu=3, pid=2, state='S')], '. ' + gate.STUCK_ADVICE),
+    ([dict(gpu=0, pid=1, state='S')], '. ' + gate.ORPHAN_ADVICE),
+    ([dict(gpu=3, pid=2, state='D')], '. ' + gate.STUCK_ADVICE + '. ' + gate.ORPHAN_ADVICE),
+    ([], '. ' + gate.ORPHAN_ADVICE),
+])
+def test_advice_for_state_d_and_for_memory_no_process_holds(holders, expected):
+    assert gate.advice([dict(index=0, used_mib=10), dict(index=3, used_mib=20)], holders) == expected
+
+
+def test_advice_texts_say_what_to_do():
+    assert 'tens of seconds' in gate.STUCK_ADVICE and 'raise the gate timeout' in gate.STUCK_ADVICE
+    assert 'dmesg' in gate.STUCK_ADVICE and 'nvidia-smi -r' in gate.STUCK_ADVICE
+    assert 'after its process exited' in gate.ORPHAN_ADVICE and 'raise the gate timeout' in gate.ORPHAN_ADVICE
+
+
+def test_run_gate_names_a_holder_in_state_d_and_says_what_to_do(tmp_path):
+    write_stat(tmp_path, 4242, 'sglang::scheduler_TP0', 'D')
+    clock = Clock()
+    module = Smi(clock, used=lambda t: 12, apps='%s, 4242, 12\n' % UUID)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, proc_root=str(tmp_path), timeout=0.01)
+    assert exc.value.result['holders'] == [dict(gpu=0, pid=4242, used_mib=12, container=None, state='D')]
+    assert exc.value.msg.endswith('GPU 0 still holds 12 MiB (limit 0): pid 4242 (container unknown) in state D. '
+                                  + gate.STUCK_ADVICE)
+
+
+def test_run_gate_gives_no_advice_when_holders_were_not_read():
+    clock = Clock()
+    module = AppsFail(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01)
+    assert gate.ORPHAN_ADVICE not in exc.value.msg
+    module = Smi(clock, used=lambda t: 3)
+    with pytest.raises(gate.GateFailed) as exc:
+        run(module, clock, timeout=0.01, name_holders=False)
+    assert gate.ORPHAN_ADVICE not in exc.value.msg and exc.value.msg.endswith('no compute process listed')

@@ -5,8 +5,8 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as gate
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gate import Clock, params
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gpu_map import exactly, info_text
+from ansible_collections.gpuserve.sglang.tests.support.gate import Clock, params
+from ansible_collections.gpuserve.sglang.tests.support.gpu_map import exactly, info_text
 
 # Four GPUs in PCI order (nvidia-smi's index = position on the bus); the driver gave them minors 2, 3, 0, 1.
 HOST = [  # (index, uuid, bus id, minor)

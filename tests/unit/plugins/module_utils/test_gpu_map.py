@@ -1,11 +1,12 @@
 """_gpu_map: nvidia-smi index <-> /dev/nvidiaN minor, on the real H200 captures and on a host where they differ."""
 import os
-import re
 import shutil
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_map as gm
+
+from ansible_collections.gpuserve.sglang.tests.support.gpu_map import exactly, info_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 CAPTURES = os.path.join(ROOT, 'tests', 'fixtures', 'nvidia-h200-minor')
@@ -27,16 +28,6 @@ def proc_root(tmp_path):
         shutil.copy(os.path.join(CAPTURES, 'information_%d.txt' % i),
                     str(root / os.path.basename(path) / 'information'))
     return str(root)
-
-
-def exactly(text):
-    """pytest.raises(match=) searches: the whole message, so a changed word or an added prefix fails."""
-    return '^%s$' % re.escape(text)
-
-
-def info_text(minor, uuid, location):
-    return ('Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n'
-            'GPU Excluded:\t No\n' % (uuid, location, minor))
 
 
 @pytest.mark.parametrize('text, expected', [

@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _procs as procs
 from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Result
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_nvidia_smi import capture
+from ansible_collections.gpuserve.sglang.tests.support.nvidia_smi import capture
 
 PS = """\
     1     0     1 Ss   /sbin/init
