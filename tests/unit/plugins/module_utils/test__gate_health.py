@@ -5,11 +5,10 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as gate
 from ansible_collections.gpuserve.sglang.plugins.module_utils._gate import GATE_ARGS
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test__gpu_health import (
-    XID79, XID13_OTHER_GPU, capture, with_field)
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import (
+    UUID, XID13_OTHER_GPU, XID79, capture, with_field)
 
 HEALTHY = capture('health_csv_noheader')
-UUID = 'GPU-4ba4bd64-f447-499a-bbfa-a2f337d6bdc5'
 MEMORY = '0, %s, 0, 143771\n' % UUID
 
 

@@ -1,38 +1,18 @@
 """The GPU health reader and its judge, on the real H200 captures (tests/fixtures/nvidia-smi-h200-health): each
 refusal class refused with the GPU and the check named, a healthy GPU passing, an unknown never healthy."""
 import json
-import os
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gpu_health as health
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import SmiError
 
-FIX = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi-h200-health')
-UUID = 'GPU-4ba4bd64-f447-499a-bbfa-a2f337d6bdc5'
-BUS = '0000:00:06.0'
-
-
-def capture(name, ext='out'):
-    with open(os.path.join(FIX, '%s.%s' % (name, ext))) as f:
-        return f.read()
-
-
-def with_field(name, value, text=None):
-    """The captured health line with one field changed."""
-    fields = [f.strip() for f in (text or capture('health_csv_noheader')).strip().split(',')]
-    fields[health.HEALTH_FIELDS.index(name)] = value
-    return ', '.join(fields) + '\n'
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import (
+    BUS, UUID, XID13_OTHER_GPU, XID48, XID79, capture, with_field)
 
 
 def judged(text, xids=(), actions=None, **kw):
     return health.judge(health.parse_health(text), actions or dict(health.DEFAULT_ACTIONS), list(xids), **kw)
-
-
-XID79 = "[ 8123.000001] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-XID48 = ('[ 9000.500000] NVRM: Xid (PCI:0000:00:06): 48, pid=4242, name=python3, An uncorrectable double bit error '
-         '(DBE) has been detected on GPU in the framebuffer at partition 0, subpartition 0.\n')
-XID13_OTHER_GPU = '[ 9100.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=python3, Graphics Exception\n'
 
 
 def test_the_query_asks_exactly_the_captured_fields_and_the_driver_knows_each():

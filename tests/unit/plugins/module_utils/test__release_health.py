@@ -4,10 +4,9 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._release import ReleaseError
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test__gpu_health import XID79, capture
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gate import Clock
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_release import (
-    World, release, server_world)
+from ansible_collections.gpuserve.sglang.tests.support.gate import Clock
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID79, capture
+from ansible_collections.gpuserve.sglang.tests.support.release import World, release, server_world
 
 
 class HealthWorld(World):

@@ -1,8 +1,6 @@
 """gpu_release must not SIGKILL what it has to spare, even when the process table changes under it."""
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_gate import Clock
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_release import P, World, killed, release
-
-OFF = dict(enabled=False)  # these tests are about what gets signalled, not about memory
+from ansible_collections.gpuserve.sglang.tests.support.gate import Clock
+from ansible_collections.gpuserve.sglang.tests.support.release import OFF, P, World, killed, release
 
 
 class RacyWorld(World):
