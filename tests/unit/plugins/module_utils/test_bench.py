@@ -9,26 +9,10 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verd
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_stats as st
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_progress as pr
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nvidia-smi-h200")
+from ansible_collections.gpuserve.sglang.tests.support.bench import (
+    ARMS, H200_GPU_STATE, IDLE_GPU, SERVER_ARGS, make_runs)
 
-SERVER_ARGS = {
-    "model_path": "/models/kimi",
-    "tp_size": 8,
-    "port": 30000,
-    "max_running_requests": 64,
-    "speculative_algorithm": "EAGLE3",
-    "speculative_draft_model_path": "/models/kimi-eagle3",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-}
-EAGLE = {"speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "/models/kimi-eagle3",
-         "speculative_eagle_topk": 1}
-ARMS = [
-    {"name": "eagle3-s2", "args": dict(EAGLE, speculative_num_steps=2, speculative_num_draft_tokens=3)},
-    {"name": "eagle3-s3", "args": dict(EAGLE, speculative_num_steps=3, speculative_num_draft_tokens=4)},
-]
-IDLE_GPU = "0, 1980, 3201, 36, 89.37, 0x0000000000000000, P0\n1, 1980, 3201, 37, 91.00, 0x0000000000000000, P0\n"
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nvidia-smi-h200")
 
 
 def fixture(name):
@@ -170,28 +154,6 @@ def test_unknown_reason_bits_count_as_throttling():
 # ------------------------------------------------------------------ verdict
 
 
-def make_runs(visits, speeds, repeats=3, concurrencies=(1,), gpu=IDLE_GPU, jitter=0.2, **prov):
-    """speeds: tok/s per visit index (or per arm name); runs with small deterministic jitter."""
-    runs = []
-    provenance = {"sglang_commit": "a" * 40, "sglang_dirty": False, "driver_version": "580.159.04",
-                  "nccl_env": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}}
-    provenance.update(prov)
-    for v in visits:
-        speed = speeds.get(v["index"], speeds.get(v["arm"]))
-        for c in concurrencies:
-            for r in range(repeats):
-                tput = speed * c ** 0.5 + (r - 1) * jitter
-                runs.append({
-                    "visit": v["index"], "arm": v["arm"], "repeat": r, "concurrency": c,
-                    "metrics": {"output_throughput": tput, "mean_tpot_ms": 1000.0 / tput, "completed": 8,
-                                "expected": 8, "accept_length": None if v["kind"] == "baseline" else 2.5},
-                    "gpu_before": b.parse_gpu_clocks(gpu), "gpu_after": b.parse_gpu_clocks(gpu),
-                    "provenance": dict(provenance),
-                    "started": "2026-11-30T00:%02d:00Z" % v["index"], "finished": "2026-11-30T00:%02d:30Z" % v["index"],
-                })
-    return runs
-
-
 def test_verdict_picks_the_faster_arm():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48)
     runs = make_runs(visits, {"baseline": 88.8, "eagle3-s2": 94.0, "eagle3-s3": 101.0}, concurrencies=(1, 8))
@@ -254,9 +216,6 @@ def test_verdict_invalid_when_a_gpu_throttled():
     assert v["valid"] is False
     assert "GPU 0 throttled after the run (hw_thermal_slowdown)" in v["problems"][0]
     assert {a["name"]: a for a in v["arms"]}["eagle3-s2"]["decision"] == "invalid"
-
-
-H200_GPU_STATE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "h200-gpu-state")
 
 
 def h200_state(name):

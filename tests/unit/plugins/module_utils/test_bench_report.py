@@ -10,8 +10,8 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verd
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_png as png
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_report as rep
 
+from ansible_collections.gpuserve.sglang.tests.support.bench import ARMS, SERVER_ARGS, make_runs
 from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID79, reading
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import ARMS, SERVER_ARGS, make_runs
 
 
 @pytest.fixture

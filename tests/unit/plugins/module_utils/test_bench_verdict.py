@@ -18,13 +18,13 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_stats as st
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verdict as bv
 
-from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID13, XID79, reading
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import (
+from ansible_collections.gpuserve.sglang.tests.support.bench import (
     ARMS,
     H200_GPU_STATE,
     SERVER_ARGS,
     make_runs,
 )
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID13, XID79, reading
 
 COMMIT_A = "a" * 40  # make_runs' commit
 COMMIT_B = "b" * 40

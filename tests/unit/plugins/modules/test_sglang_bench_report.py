@@ -12,7 +12,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_verd
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_report as rep
 from ansible_collections.gpuserve.sglang.plugins.modules import sglang_bench_report
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_bench import ARMS, SERVER_ARGS, make_runs
+from ansible_collections.gpuserve.sglang.tests.support.bench import ARMS, SERVER_ARGS, make_runs
 
 
 @pytest.fixture

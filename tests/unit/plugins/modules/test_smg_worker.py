@@ -1,5 +1,5 @@
 """smg_worker through its entry point: arguments, check mode, keys never in the output, open_url patched to the
-SIMULATED gateway of test_smg (the real smg is exercised by tests/lab/test_gateway.py)."""
+SIMULATED gateway of tests/support/smg.py (the real smg is exercised by tests/lab/test_gateway.py)."""
 import io
 import json
 import urllib.error
@@ -10,7 +10,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuserve.sglang.plugins.modules import smg_worker
 
-from ansible_collections.gpuserve.sglang.tests.unit.plugins.module_utils.test_smg import GW, KEY, URL, FakeSmg
+from ansible_collections.gpuserve.sglang.tests.support.smg import GW, KEY, URL, FakeSmg
 
 
 @pytest.fixture
