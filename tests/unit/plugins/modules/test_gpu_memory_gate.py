@@ -9,8 +9,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuserve.sglang.plugins.modules import gpu_memory_gate
 
-FIX = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'nvidia-smi-h200')
-UUID = 'GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7'
+from ansible_collections.gpuserve.sglang.tests.support.nvidia_smi import FIX, UUID
 
 
 def line(used):

@@ -9,7 +9,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuserve.sglang.plugins.modules import gpu_release
 
-UUID = 'GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7'
+from ansible_collections.gpuserve.sglang.tests.support.nvidia_smi import UUID
+
 PS = ' '.join(['ps', '-ww', '-eo', 'pid=,ppid=,pgid=,stat=,args='])
 
 
