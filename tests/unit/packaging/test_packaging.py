@@ -72,9 +72,26 @@ def test_the_artifact_holds_nothing_of_the_lab(artifact):
     lab_only = [n for n in names
                 if n.split("/")[0] in ("lab", "molecule", "realgpu", "results", "scripts", "collections", ".ci")
                 or n.startswith(("docs/research/", "inventory/lab/", "tests/lab/",
-                                 "tests/unit/lab/", "tests/unit/docs/", "tests/support/",
+                                 "tests/unit/lab/", "tests/unit/docs/",
                                  "tests/fixtures/sglang-0.5.23-h200/"))]
     assert lab_only == []
+
+
+TEST_IMPORT = re.compile(r"^\s*(?:from|import)\s+ansible_collections\.gpuserve\.sglang\.tests\.([\w.]+)", re.M)
+
+
+def test_the_artifact_s_tests_import_only_what_it_holds(artifact):
+    # ansible-test units runs the shipped tests from the installed artifact: a helper they import that the build
+    # leaves out (tests/support was build-ignored while tests/unit/plugins imported it) fails their collection there
+    names = artifact[1]
+    missing = {}
+    for rel in sorted(n for n in names if n.startswith("tests/") and n.endswith(".py")):
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            for dotted in TEST_IMPORT.findall(f.read()):
+                path = "tests/" + dotted.replace(".", "/")
+                if path + ".py" not in names and path + "/__init__.py" not in names:
+                    missing.setdefault(rel, []).append(path + ".py")
+    assert not missing, "shipped tests import files the artifact lacks (galaxy.yml build_ignore): %s" % missing
 
 
 def test_the_artifact_installs_and_works_from_outside_the_repository(artifact, tmp_path):
