@@ -27,7 +27,11 @@ with open(os.path.join(ROOT, "roles", "gpuserve", "defaults", "main.yml")) as _s
 # One replica of two nodes, with no gateway (a multi-node server behind one is its rank 0's URL, as one replica).
 MULTI = {"fleet_replica": "kimi", "sglang_server_nnodes": 2, "gpuserve_serial": 2,  # hosts.yml: its replica
          "sglang_server_gateway_worker_url": "", "gpuserve_nccl_env": NCCL}
-BASE = {"dist_timeout": 20}  # rank 0 gives up on a missing rank 1 after 20 s (SGLang's --dist-timeout)
+# rank 0 gives up on a missing rank 1 after 60 s (SGLang's --dist-timeout). It also bounds how far apart the two
+# nodes' starts may be: a rank 1 whose deadline ends before rank 0 forms the group exits, and rank 0 then loses it
+# right after it answered ready. 20 s was too short for the rollback's starts under CI load (2026-12-03, the
+# rank-1 rollback case: rank 0 ready, then connection refused at the generation, rank 1 gone).
+BASE = {"dist_timeout": 60}
 CHANGED = dict(BASE, max_running_requests=16)  # the last config that deploys, from the second test on
 HELD = "/var/lib/gpuserve-lab/nodes/lab-pve2/gpus/nvidia2"
 # seconds: how far apart two containers' journals may stamp one moment (measured: 16 ms)
