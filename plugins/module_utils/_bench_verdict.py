@@ -46,7 +46,7 @@ def _health_problems(variant, baselines, by_visit):
     PCIe link must read the same in all of them as in the variant's first run. [] when no run carries one (None:
     the benchmark's health read off)."""
     involved = [(v, r) for v in [variant] + list(baselines) for r in by_visit.get(v["index"], [])]
-    if all((r.get("provenance") or {}).get("gpu_health") is None for _, r in involved):
+    if all((r.get("provenance") or {}).get("gpu_health") is None for _vs, r in involved):
         return []
     problems, readings = [], []
     for vs, run in involved:
@@ -65,8 +65,8 @@ def _health_problems(variant, baselines, by_visit):
                 problems.append("%s: %s: %s, and the visit's start could not be placed in the kernel log, so they "
                                 "may have come between arms" % (label, where(gpu), finding.get("value")))
             else:
-                problems.append("%s: %s: a new Xid event during the visit: %s" % (label, where(gpu),
-                                                                                 finding.get("value")))
+                problems.append("%s: %s: a new Xid event during the visit: %s"
+                                % (label, where(gpu), finding.get("value")))
     if readings:
         ref_label, ref = readings[0]
         for label, health in readings[1:]:

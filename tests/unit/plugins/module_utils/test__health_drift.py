@@ -132,7 +132,7 @@ def test_differences_between_two_readings_name_the_gpu_and_both_links():
     assert hd.differences(START, reading()) == []
     ((gpu, what, a, b),) = hd.differences(START, reading(change={'pcie': {'width': 8}}))
     assert (gpu['uuid'], what, a, b) == (UUID, 'PCIe link', 'Gen 5 x16', 'Gen 5 x8')
-    ((_, what, a, b),) = hd.differences(reading(change={'pcie': {'gen': None}}), START)
+    ((_gpu, what, a, b),) = hd.differences(reading(change={'pcie': {'gen': None}}), START)
     assert (what, a, b) == ('PCIe link', 'unknown', 'Gen 5 x16')
     empty = reading()
     empty['gpus'] = []
@@ -189,8 +189,8 @@ def test_memory_faults_need_both_remap_fields_before_retired_pages():
 
 
 def test_the_not_recorded_and_not_read_results_whole():
-    assert hd.drift(None, reading(), 1.0) == dict(status='not recorded', ok=True, failed=[], drift=[], unknown=[],
-                                                 notes=[hd.NOT_RECORDED], items=[])
+    assert hd.drift(None, reading(), 1.0) == dict(
+        status='not recorded', ok=True, failed=[], drift=[], unknown=[], notes=[hd.NOT_RECORDED], items=[])
     msg = 'GPU health could not be read now: no result'
     assert hd.drift(START, None, 1.0) == dict(
         status='unknown', ok=False, failed=[msg], drift=[], unknown=[msg], notes=[],
@@ -199,10 +199,10 @@ def test_the_not_recorded_and_not_read_results_whole():
 
 def test_xid_events_give_the_gpu_summary_or_what_the_finding_names():
     now = reading(dmesg=XID79)
-    ((gpu, _),) = hd.xid_events(now)
+    ((gpu, _event),) = hd.xid_events(now)
     assert gpu == now['gpus'][0]
     now['gpus'] = []
-    ((gpu, _),) = hd.xid_events(now)
+    ((gpu, _event),) = hd.xid_events(now)
     assert gpu == dict(index=0, bus_id='0000:00:06.0', uuid=UUID)
 
 

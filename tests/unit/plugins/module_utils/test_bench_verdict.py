@@ -524,8 +524,8 @@ def test_a_new_xid_in_any_arm_of_the_comparison_makes_it_invalid_naming_the_gpu(
 
 
 def test_xid_events_that_cannot_be_placed_or_a_kernel_log_unread_are_invalid_too():
-    runs = healthy_runs(ONE_ARM, FAST, {1: reading(dmesg=XID13, since=None),
-                                          2: reading(log_error="dmesg failed (rc 1): Operation not permitted")})
+    runs = healthy_runs(ONE_ARM, FAST, {
+        1: reading(dmesg=XID13, since=None), 2: reading(log_error="dmesg failed (rc 1): Operation not permitted")})
     problems = bv.verdict(runs, ONE_ARM)["problems"]
     assert any(p.startswith("visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): 1 Xid event(s) since boot")
                and "may have come between arms" in p for p in problems), problems
