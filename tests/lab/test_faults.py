@@ -133,6 +133,15 @@ def lock_status():
     return json.loads(pct("/usr/bin/python3", HELPER, "lock", "status").stdout)
 
 
+def wait_for_owner():
+    """The first run holds the lock and has written its owner: the lock is taken (flock) a moment before the owner
+    is written into it, so `held` alone can be seen without `owner.run` (lock status then says "not written (yet)")."""
+    def taken():
+        status = lock_status()
+        return status["held"] and "run" in status["owner"]
+    wait_for(taken, 120, "the first run to take the lock and write its owner")
+
+
 def manifest_times():
     history = pct("sh", "-c", "ls -1 /var/lib/gpuserve/history/*.json | tail -n 2").stdout.split()
     return [json.loads(pct("cat", path).stdout)["times"] for path in history]
@@ -140,7 +149,7 @@ def manifest_times():
 
 def test_a_second_run_fails_fast_naming_the_first(server_running):
     first = playbook(RESTART)
-    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    wait_for_owner()
     holder = lock_status()["owner"]
     assert holder["run"]["pid"] == first.pid
     assert holder["run"]["playbooks"] == ["playbooks/restart_server.yml"]
@@ -157,7 +166,7 @@ def test_a_second_run_fails_fast_naming_the_first(server_running):
 
 def test_a_second_run_that_waits_runs_after_the_first(server_running):
     first = playbook(RESTART)
-    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    wait_for_owner()
     second = playbook(RESTART, "-e", "sglang_server_lock_wait=600")
     rc1, out1 = finish(first)
     rc2, out2 = finish(second)
@@ -169,7 +178,7 @@ def test_a_second_run_that_waits_runs_after_the_first(server_running):
 
 def test_a_killed_run_leaves_a_lock_the_next_run_of_this_controller_clears(server_running):
     first = playbook(RESTART)
-    wait_for(lambda: lock_status()["held"], 120, "the first run to take the lock")
+    wait_for_owner()
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate()
     status = lock_status()
