@@ -2,10 +2,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU health drift for audit.yml (issue 32, item 3): the health the deployment manifest recorded at the verified
 start against a health read now (gpuserve.sglang.gpu_memory_gate with memory false). The comparison is
-_health_drift.drift, which the benchmark's verdict shares."""
+_health_drift.drift, which the benchmark's verdict shares. health_checks gives every check of the gate's health
+stage (_gpu_health.CHECKS) one action, for the reads that refuse nothing (the audit's, the benchmark's)."""
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import ACTIONS, CHECKS
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import SmiError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._health_drift import drift
 
@@ -28,6 +30,13 @@ def health_drift(manifest, read, checks=None):
         raise AnsibleFilterError('health_drift: %s' % exc.msg) from None
 
 
+def health_checks(action):
+    """{check: action} for every check _gpu_health knows: a check added there is read by every caller."""
+    if action not in ACTIONS:
+        raise AnsibleFilterError('health_checks: %r is none of %s' % (action, ', '.join(ACTIONS)))
+    return dict((check, action) for check in CHECKS)
+
+
 class FilterModule:
     def filters(self):
-        return {'health_drift': health_drift}
+        return {'health_drift': health_drift, 'health_checks': health_checks}

@@ -169,64 +169,49 @@ options:
         default: true
       health:
         description:
-          - The health stage before the memory poll; see M(gpuserve.sglang.gpu_memory_gate) for each check.
-            Unset, none; V({}) with every default.
+          - The health stage before the memory poll, as O(gpuserve.sglang.gpu_memory_gate#module:health), where
+            each check is described. Here the Xid checks count from O(gate.xid_since), and O(gate.health.missing)
+            expects the GPUs of O(gate.expected_count), O(gate.gpus) or O(gate.minors). Unset, none; V({}) with
+            every default.
         type: dict
         suboptions:
           xid:
-            description:
-              - A fatal Xid (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154; double bit ECC, row remap
-                pending or failed, NVLink, fallen off the bus, contained or uncontained ECC, GSP errors, recovery
-                needed) logged by the host kernel for this GPU (by bus id) since O(gate.xid_since), else since boot. A
-                kernel log that cannot be read is unknown.
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.xid).
             type: str
             choices: [refuse, warn, ignore]
             default: refuse
           xid_other:
-            description:
-              - Any other Xid for this GPU in that time (often an application fault, such as 13, 31, 43 or 45).
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.xid_other).
             type: str
             choices: [refuse, warn, ignore]
             default: warn
           row_remap:
-            description:
-              - Remapped rows pending or failed (C(remapped_rows.pending), C(remapped_rows.failure)); on a GPU
-                without row remapping, retired pages pending (C(retired_pages.pending)).
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.row_remap).
             type: str
             choices: [refuse, warn, ignore]
             default: refuse
           ecc:
-            description:
-              - Volatile uncorrectable ECC errors (C(ecc.errors.uncorrected.volatile.total) above 0). A GPU with ECC
-                off reads it as unknown.
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.ecc).
             type: str
             choices: [refuse, warn, ignore]
             default: refuse
           missing:
-            description:
-              - A GPU expected by O(gate.expected_count), O(gate.gpus) or O(gate.minors) that C(nvidia-smi) does
-                not list.
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.missing).
             type: str
             choices: [refuse, warn, ignore]
             default: refuse
           pcie_link:
-            description:
-              - The PCIe link below its max generation or width (C(pcie.link.gen.current) and
-                C(pcie.link.width.current) against their C(.max)). Some GPUs lower the link generation at idle to
-                save power; then set V(ignore).
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.pcie_link).
             type: str
             choices: [refuse, warn, ignore]
             default: warn
           persistence:
-            description:
-              - Persistence mode off.
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.persistence).
             type: str
             choices: [refuse, warn, ignore]
             default: warn
           clocks:
-            description:
-              - A thermal or power slowdown in C(clocks_event_reasons.active) while the gate runs (the GPU idle),
-                such as SW power cap, HW slowdown, SW or HW thermal slowdown, HW power brake.
+            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.clocks).
             type: str
             choices: [refuse, warn, ignore]
             default: warn

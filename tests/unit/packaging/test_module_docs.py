@@ -4,6 +4,9 @@ argument spec the module builds: names, types, elements, defaults, required and 
 The gate's options are written three times (plugins/doc_fragments/_gate.py, module_utils/_gate.py GATE_ARGS, and
 gpu_release's O(gate) suboptions); the module documentation is generated from the fragment, so these tests are
 what keeps the three in step (ansible-test's validate-modules checks the same on the built artifact, later).
+gpu_release's O(gate.health) checks carry no text of their own: each points at gpu_memory_gate's (the fragment's),
+since Ansible merges a fragment's options at the top level only (a fragment section for O(gate) would be a second
+literal copy, its O() references made relative to gate).
 It reads the repository's files, like the other packaging tests, so it stays out of the artifact (galaxy.yml
 build_ignore: tests/unit/packaging)."""
 import importlib
@@ -94,3 +97,13 @@ def test_a_drifted_default_is_seen(monkeypatch):
     from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate
     monkeypatch.setitem(_gate.GATE_ARGS, "timeout", dict(type="float", default=60.0))
     assert from_doc(fragment_options("_gate")) != from_spec(_gate.GATE_ARGS)
+
+
+def test_gpu_releases_health_checks_point_at_the_fragments_text():
+    """Each check of gpu_release's gate.health is described once, in the fragment: its own description is the link."""
+    checks = fragment_options("_gate")["health"]["suboptions"]
+    release = documented("gpu_release")["gate"]["suboptions"]["health"]["suboptions"]
+    assert sorted(release) == sorted(checks)
+    wrong = {name: opt["description"] for name, opt in release.items()
+             if opt["description"] != "See O(gpuserve.sglang.gpu_memory_gate#module:health.%s)." % name}
+    assert wrong == {}, "describe the check in plugins/doc_fragments/_gate.py and link it from gpu_release"

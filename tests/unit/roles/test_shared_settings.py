@@ -170,6 +170,39 @@ def test_argument_spec_defaults_mirror_the_role_defaults():
     assert not mismatched, "\n".join(mismatched)
 
 
+# The health reads that refuse nothing (the audit's, the benchmark's after each run): every check of the gate's
+# health stage at warn, each role's list derived from _gpu_health.CHECKS (filter gpuserve.sglang.health_checks).
+HEALTH_READS = {"sglang_server": "__sglang_server_audit_health_checks",
+                "sglang_benchmark": "__sglang_benchmark_health_checks"}
+
+
+def rendered(value):
+    """A role variable's value as Ansible renders it, with this collection's health_checks filter."""
+    from jinja2.nativetypes import NativeEnvironment
+    from ansible_collections.gpuserve.sglang.plugins.filter.gpu_health import health_checks
+    env = NativeEnvironment()
+    env.filters["gpuserve.sglang.health_checks"] = health_checks
+    return env.from_string(value).render() if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("role", sorted(HEALTH_READS))
+def test_the_warn_only_health_reads_read_every_gate_check(role):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import CHECKS
+    name = HEALTH_READS[role]
+    value = (load(os.path.join(ROOT, "roles", role, "vars", "main.yml")) or {}).get(name)
+    assert value is not None, "roles/%s/vars/main.yml no longer defines %s: update HEALTH_READS" % (role, name)
+    assert rendered(value) == dict((check, "warn") for check in CHECKS), (
+        "roles/%s/vars/main.yml %s must be every check of _gpu_health.CHECKS at warn: set it to "
+        "\"{{ 'warn' | gpuserve.sglang.health_checks }}\"" % (role, name))
+
+
+def test_the_health_check_comparison_sees_a_missing_check():
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import CHECKS
+    hand = dict((check, "warn") for check in CHECKS[:-1])
+    assert rendered(hand) != dict((check, "warn") for check in CHECKS)
+    assert rendered("{{ 'warn' | gpuserve.sglang.health_checks }}") == dict((check, "warn") for check in CHECKS)
+
+
 def test_the_checker_sees_each_kind_of_repeat():
     data = {"a_python": "/opt/sglang/venv/bin/python", "a_unit_file": "/etc/systemd/system/sglang.service",
             "a_url": "http://127.0.0.1:30000", "a_port": 30000, "a_gpu_count": 8, "args": {"tp_size": 8},

@@ -1,9 +1,10 @@
 """The health_drift filter: audit.yml's view of _health_drift.drift, from a deployment manifest and the
-registered result of the health read."""
+registered result of the health read; the health_checks filter: every check of _gpu_health at one action."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter.gpu_health import FilterModule, health_drift
+from ansible_collections.gpuserve.sglang.plugins.filter.gpu_health import FilterModule, health_checks, health_drift
+from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import CHECKS, actions_of
 
 GPU = dict(index=0, minor=None, bus_id='0000:00:06.0', uuid='GPU-4ba4bd64-f447-499a-bbfa-a2f337d6bdc5',
            pcie=dict(gen=5, gen_max=5, width=16, width_max=16), ecc_uncorrected=0, retired_pages_pending=None,
@@ -22,8 +23,20 @@ def read(**gpu):
                                                         xid_since_boot_s=12.5))
 
 
-def test_registered_as_health_drift():
-    assert FilterModule().filters() == {'health_drift': health_drift}
+def test_registered_as_health_drift_and_health_checks():
+    assert FilterModule().filters() == {'health_drift': health_drift, 'health_checks': health_checks}
+
+
+@pytest.mark.parametrize('action', ['refuse', 'warn', 'ignore'])
+def test_health_checks_gives_every_check_the_action(action):
+    checks = health_checks(action)
+    assert list(checks) == list(CHECKS) and set(checks.values()) == {action}
+    assert actions_of(checks) == checks  # the gate's health option takes it as it is
+
+
+def test_health_checks_refuses_an_unknown_action():
+    with pytest.raises(AnsibleFilterError, match="health_checks: 'warm' is none of refuse, warn, ignore"):
+        health_checks('warm')
 
 
 def test_equal_health_is_no_drift_and_a_dropped_link_is_drift():
