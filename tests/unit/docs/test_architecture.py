@@ -110,7 +110,7 @@ SENT = sent_by_role()
 
 def test_the_roles_that_send_module_utils_into_the_container():
     # docs/architecture.md, "The import graph": the three ways collection code reaches the container
-    assert set(SENT) == {"nvidia_userspace", "sglang_install", "sglang_server"}, SENT
+    assert set(SENT) == {"sglang_server"}, SENT
 
 
 @pytest.mark.parametrize("role", sorted(SENT))
