@@ -7,7 +7,7 @@ import pytest
 from gatewayutil import LAB, run
 from labutil import LANE, ensure_image
 
-from .nodes import NODES, deploy, first_failure
+from .nodes import NODES, deploy, first_failure, journals
 
 
 @pytest.fixture(scope="package")
@@ -19,7 +19,7 @@ def two_hosts(lab_up):
     ensure_image()
     code, out = deploy(sglang_server_gateway_worker_url="")
     try:
-        assert code == 0, first_failure(out)
+        assert code == 0, first_failure(out) + "\n" + journals()
         yield out
     finally:
         for node in NODES.values():

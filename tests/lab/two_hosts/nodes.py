@@ -52,6 +52,17 @@ def first_failure(out):
     return out[max(0, at - 1500):at + 3000] if at >= 0 else out[-4000:]
 
 
+def journals(lines=80):
+    """Each container's server journal (its last lines) for a failure message: the container is destroyed after."""
+    out = []
+    for name in NODES:
+        res = on_pve(name, "/usr/sbin/pct", "exec", NODES[name]["vmid"], "--", "journalctl", "--no-pager", "-o",
+                     "short-precise", "-n", str(lines), "-u", "sglang.service", check=False)
+        out.append("--- %s: journalctl -u sglang.service (rc %s)\n%s%s" % (name, res.returncode, res.stdout,
+                                                                            res.stderr))
+    return "\n".join(out)
+
+
 def recap(out, host):
     """(changed, failed) of host in the play recap."""
     found = re.findall(r"^%s\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)" % host, out, re.M)
