@@ -102,15 +102,30 @@ def test_the_artifact_installs_and_works_from_outside_the_repository(artifact, t
     run([tool("ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(cpath), path], cwd=str(elsewhere))
     env = {"ANSIBLE_COLLECTIONS_PATH": str(cpath)}
     modules = sorted(os.path.basename(m)[:-3] for m in glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py")))
-    for m in modules:
-        out = run([tool("ansible-doc"), "gpuserve.sglang." + m], cwd=str(elsewhere), ANSIBLE_NOCOLOR="1", **env)
-        assert str(cpath) in out and "EXAMPLES" in out, m  # the installed copy, not the checkout
-    for role in role_readmes.roles():
-        out = run([tool("ansible-doc"), "-t", "role", "gpuserve.sglang." + role], cwd=str(elsewhere),
-                  ANSIBLE_NOCOLOR="1", **env)
-        assert str(cpath) in out and "ENTRY POINT: *main*" in out, role
-    for pb in sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))):
-        run([tool("ansible-playbook"), "gpuserve.sglang." + pb, "--syntax-check"], cwd=str(elsewhere), **env)
+    # one ansible-doc per plugin type (it documents every name given, each under its own heading) and one syntax
+    # check for all playbooks: each start of ansible-core costs about a second of CPU
+    out = run([tool("ansible-doc")] + ["gpuserve.sglang." + m for m in modules], cwd=str(elsewhere),
+              ANSIBLE_NOCOLOR="1", **env)
+    for m, doc in docs_by_name(out, modules, "MODULE").items():
+        assert str(cpath) in doc and "EXAMPLES" in doc, m  # the installed copy, not the checkout
+    roles = role_readmes.roles()
+    out = run([tool("ansible-doc"), "-t", "role"] + ["gpuserve.sglang." + r for r in roles], cwd=str(elsewhere),
+              ANSIBLE_NOCOLOR="1", **env)
+    for role, doc in docs_by_name(out, roles, "ROLE").items():
+        assert str(cpath) in doc and "ENTRY POINT: *main*" in doc, role
+    playbooks = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "playbooks", "*.yml")))
+    run([tool("ansible-playbook"), "--syntax-check"] + ["gpuserve.sglang." + pb for pb in playbooks],
+        cwd=str(elsewhere), **env)
+
+
+def docs_by_name(out, names, kind):
+    """{name: its part of one ansible-doc output for several names}; every name must have its heading, once (in
+    any order: ansible-doc sorts roles its own way)."""
+    heading = re.compile(r"^> %s:? \*?gpuserve\.sglang\.(\w+)" % kind, re.M)
+    starts = [(m.group(1), m.start()) for m in heading.finditer(out)]
+    assert sorted(n for n, _ in starts) == sorted(names), (kind, [n for n, _ in starts], out[:2000])
+    ends = [at for _, at in starts[1:]] + [len(out)]
+    return {name: out[at:end] for (name, at), end in zip(starts, ends)}
 
 
 def fqcn_collections():

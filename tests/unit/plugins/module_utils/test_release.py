@@ -269,6 +269,14 @@ def test_grace_ends_exactly_at_its_limit():
     assert killed(res) == [(100, 'TERM'), (100, 'KILL')]
 
 
+def test_grace_ends_at_once_when_every_target_is_gone():
+    clock = Clock()
+    world = FreeWorld([P(1, 0, 1, '/sbin/init'), P(100, 1, 100, 'sglang::scheduler_TP0')], clock)
+    res = release(world, clock, self_pid=None, grace=15.0, grace_poll_interval=0.5, gate=OFF)
+    assert clock.slept == [] and res['timings']['term_s'] == 0.0
+    assert killed(res) == [(100, 'TERM')]
+
+
 def test_a_zombie_gets_exactly_its_settle_time():
     clock = Clock()
     world = FreeWorld([P(1, 0, 1, '/sbin/init'), P(300, 1, 300, 'bash run.sh'),
