@@ -1,7 +1,8 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Writing small text files on the managed host, only those that differ, each atomically: the work of the module
-install_files (files sent from the controller), kept here so that another module can share it.
+"""Writing small text files on the managed host, only those that differ, each atomically: the work of the modules
+install_files (files sent from the controller) and sglang_helper (the container helper's package, from its own
+payload).
 
 Private to this collection.
 """

@@ -14,8 +14,8 @@ description:
   - Writes each file whose content, mode, owner or group differs from what is given, atomically (a temporary file
     in the same directory, renamed over the old one), and creates missing parent directories (mode 0755).
   - One module call for all the files, where M(ansible.builtin.copy) makes several round trips per file; through a
-    container connection (C(pct exec) over SSH) that is about 1.5 s per file. C(sglang_server) installs its helper
-    and the collection code the helper runs with it on every run.
+    container connection (C(pct exec) over SSH) that is about 1.5 s per file. Its writing is shared with
+    M(gpuserve.sglang.sglang_helper), which installs the container helper from its own payload.
   - For small text files read on the controller (for example with C(lookup('ansible.builtin.file', PATH,
     rstrip=false))); the content travels in the module arguments.
 author:

@@ -1,8 +1,9 @@
 """The import rules of docs/architecture.md, read from the code: imports point one way (modules, filters and the other
 plugins import module_utils; module_utils imports only module_utils; no plugin imports a module, a filter, a lookup
 or a role's file), without a cycle; a module_utils file a role sends into the container imports at load only the
-standard library and the files sent with it; and every arrow the page draws is in the code. Each failure names the
-file."""
+standard library and the files sent with it; the container helper's package (_helper_cli.PACKAGE) is exactly what
+_helper_cli imports at load, each file of it loading with the standard library and the package alone; and every
+arrow the page draws is in the code. Each failure names the file."""
 import ast
 import os
 import re
@@ -109,8 +110,9 @@ SENT = sent_by_role()
 
 
 def test_the_roles_that_send_module_utils_into_the_container():
-    # docs/architecture.md, "The import graph": the three ways collection code reaches the container
-    assert set(SENT) == {"nvidia_userspace", "sglang_install", "sglang_server"}, SENT
+    # docs/architecture.md, "The import graph": the ways collection code reaches the container outside a module's
+    # payload (sglang_server's helper is a package a module installs: the rules below)
+    assert set(SENT) == {"nvidia_userspace", "sglang_install"}, SENT
 
 
 @pytest.mark.parametrize("role", sorted(SENT))
@@ -124,6 +126,81 @@ def test_a_file_sent_into_the_container_loads_with_the_standard_library_and_its_
         if strays or foreign:
             bad.append("%s imports at load %s" % (rel, strays + foreign))
     assert not bad, "%s sends into the container files that cannot load there: %s" % (role, bad)
+
+
+CLI = "plugins/module_utils/_helper_cli.py"
+
+
+def helper_package():
+    """_helper_cli.PACKAGE as its source writes it (a tuple of file names)."""
+    for node in ast.parse(read(CLI)).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PACKAGE"]:
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("%s has no PACKAGE = (...)" % CLI)
+
+
+def load_imports(rel):
+    """What rel imports when it loads: imports anywhere but inside a function (which run only when called), as
+    (collection plugin files, other top-level modules)."""
+    found, others = set(), set()
+    todo = list(ast.parse(read(rel)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith(PREFIX):
+                path = node.module[len(PREFIX):].split(".")
+                if len(path) == 1:
+                    found |= {"plugins/%s/%s.py" % (path[0], a.name) for a in node.names}
+                else:
+                    found.add("plugins/%s.py" % "/".join(path))
+            else:
+                others.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PREFIX):
+                    found.add("plugins/%s.py" % alias.name[len(PREFIX):].replace(".", "/"))
+                else:
+                    others.add(alias.name.split(".")[0])
+        todo += list(ast.iter_child_nodes(node))
+    return found, others
+
+
+PACKAGE = helper_package()
+
+
+def test_the_helper_package_is_what_its_command_line_loads():
+    """PACKAGE, which sglang_helper installs, is the closure of _helper_cli's imports at load: a file the helper
+    imports is installed, and nothing it does not."""
+    closure, todo = set(), [CLI]
+    while todo:
+        rel = todo.pop()
+        if rel not in closure:
+            closure.add(rel)
+            todo += sorted(load_imports(rel)[0])
+    assert sorted(os.path.basename(rel) for rel in closure) == sorted(PACKAGE), (
+        "%s's PACKAGE differs from what it imports at load" % CLI)
+    assert len(set(PACKAGE)) == len(PACKAGE), PACKAGE
+
+
+@pytest.mark.parametrize("name", PACKAGE)
+def test_a_file_of_the_helper_package_loads_with_the_standard_library_and_the_package(name):
+    rel = "plugins/module_utils/" + name
+    found, others = load_imports(rel)
+    strays = sorted(os.path.basename(d) for d in found if os.path.basename(d) not in PACKAGE)
+    foreign = sorted(m for m in others if m not in sys.stdlib_module_names and m != "__future__")
+    assert not strays and not foreign, (
+        "%s is in the container helper's package (_helper_cli.PACKAGE) and imports at load %s: the container has "
+        "the standard library and the package only" % (rel, strays + foreign))
+
+
+def test_a_load_import_inside_a_block_is_seen_and_one_inside_a_function_is_not():
+    """load_imports on _gate.py: its module_utils at load, and not _runner (ansible-core), which it imports in the
+    function that builds the controller's runner."""
+    found, _others = load_imports("plugins/module_utils/_gate.py")
+    assert "plugins/module_utils/_nvidia_smi.py" in found and "plugins/module_utils/_runner.py" not in found
+    assert "plugins/module_utils/_runner.py" in GRAPH["plugins/module_utils/_gate.py"]
 
 
 def drawn():
