@@ -106,14 +106,15 @@ def launcher(python, lib):
 
 def files(lib, path, python):
     """The installed helper, as [{path, content, mode}]: every PACKAGE file's source under lib (0644), read through
-    its module's loader (from a checkout, or from the zip of a module's payload that imported this file), and the
-    launcher at path (0755)."""
+    its module's loader (from a checkout, or from the zip of a module's payload that imported this file; Ansible's
+    collection loader, as ansible-test's units run it, gives bytes), and the launcher at path (0755)."""
     package = __name__.rpartition(".")[0]
     out = []
     for name in PACKAGE:
         module = importlib.import_module(package + "." + name[:-len(".py")])
+        source = module.__loader__.get_source(module.__name__)
         out.append({"path": os.path.join(lib, PACKAGE_DIR, name), "mode": "0644",
-                    "content": module.__loader__.get_source(module.__name__)})
+                    "content": source.decode("utf-8") if isinstance(source, bytes) else source})
     out.append({"path": path, "mode": "0755", "content": launcher(python, lib)})
     return out
 

@@ -13,6 +13,10 @@ import os
 import subprocess
 import sys
 
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
+# commands itself, with no AnsibleModule to log or run_command through.
+# pylint: disable=ansible-bad-function
+
 
 # SGLang names its tensor-parallel workers with setproctitle ("sglang::scheduler_TP0", ...): they are the processes
 # that run NCCL. The launcher's own environ is its START environment: SGLang then sets NCCL_CUMEM_ENABLE,

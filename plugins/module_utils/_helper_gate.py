@@ -16,6 +16,10 @@ import sys
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate, _nvidia_smi
 
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
+# commands itself, with no AnsibleModule to log or run_command through.
+# pylint: disable=ansible-bad-function
+
 
 class _Result:
     """What the gate reads from a command (the shape of _runner.Result, which needs ansible to import)."""

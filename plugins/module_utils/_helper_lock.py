@@ -19,6 +19,10 @@ import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_env import _read
 
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
+# commands itself, with no AnsibleModule to log or run_command through.
+# pylint: disable=ansible-bad-function
+
 
 LOCK_PATH = "/run/gpuserve/sglang-lifecycle.lock"
 HOLDER_START_S = 10  # a holder not running after this long is ended; the acquire fails

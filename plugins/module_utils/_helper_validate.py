@@ -27,6 +27,10 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _install_fi
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_env import _env_file
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import _git_source
 
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
+# commands itself, with no AnsibleModule to log or run_command through.
+# pylint: disable=ansible-bad-function
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

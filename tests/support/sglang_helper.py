@@ -123,8 +123,8 @@ def install_sglang(monkeypatch, version="0.5.22", say=(), raise_exc=None, with_p
 
 # ------------------------------------------------------------------------------------------- a stand-in nvidia-smi
 
-UUIDS = ["GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7"] + ["GPU-00000000-0000-0000-0000-00000000000%d" % i
-                                                         for i in range(1, 8)]
+UUIDS = ["GPU-553de4da-dd63-7f3a-8989-418ea85fc9f7"] + [
+    "GPU-00000000-0000-0000-0000-00000000000%d" % i for i in range(1, 8)]
 
 FAKE_SMI = r'''#!%(python)s
 import json, os, sys

@@ -133,3 +133,20 @@ def test_files_are_every_package_file_with_its_source_then_the_launcher():
     assert got[-1]["content"] == _helper_cli.launcher("/venv/bin/python", "/lib")
     assert set(got[0]) == {"path", "mode", "content"}
 
+
+def test_files_takes_a_source_its_loader_gives_as_bytes_as_text(monkeypatch):
+    """Ansible's collection loader (ansible-test units) answers get_source with bytes; the zip of a module's payload
+    and a checkout with text. Either way the content is the file's text."""
+    module = sys.modules["ansible_collections.gpuserve.sglang.plugins.module_utils._git_tree"]
+    with open(module.__file__, encoding="utf-8") as handle:
+        text = handle.read()
+
+    class BytesLoader:
+        @staticmethod
+        def get_source(name):
+            assert name == module.__name__
+            return text.encode("utf-8") + "# é\n".encode("utf-8")
+
+    monkeypatch.setattr(module, "__loader__", BytesLoader())
+    got = {os.path.basename(f["path"]): f["content"] for f in _helper_cli.files("/lib", "/sbin/x", "/py")}
+    assert got["_git_tree.py"] == text + "# é\n"

@@ -275,7 +275,7 @@ def test_worker_env_fails_without_a_process(unit, monkeypatch, capsys):
 def test_worker_env_fails_without_a_control_group(monkeypatch, capsys):
     asked = []
     monkeypatch.setattr(_helper_env, "_control_group", lambda name: "/system.slice/sglang.service")
-    monkeypatch.setattr(_helper_env, "_cgroup_dir", lambda group: asked.append(group))
+    monkeypatch.setattr(_helper_env, "_cgroup_dir", asked.append)
     rc, out = worker_env(monkeypatch, capsys)
     assert rc == 1 and asked == ["/system.slice/sglang.service"] and out["control_group"] == GROUP
     assert out["error"] == ("unit sglang.service has no cgroup ('/system.slice/sglang.service' under any of "

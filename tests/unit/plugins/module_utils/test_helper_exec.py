@@ -60,4 +60,3 @@ def test_exec_refuses_an_args_file_without_a_list_of_strings(monkeypatch, capsys
     rc, out, err = run_main(monkeypatch, capsys, "exec", path, "--", "/usr/bin/sglang")
     assert (rc, out) == (65, "") and execv == []
     assert err == "gpuserve-sglang exec: %s: 'argv' must be a list of strings\n" % path
-

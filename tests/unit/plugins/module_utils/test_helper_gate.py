@@ -42,8 +42,8 @@ def test_passes_at_once_when_every_gpu_reads_zero(smi, monkeypatch, capsys):
 
 def test_waits_for_held_memory_then_passes(smi, monkeypatch, capsys):
     fake = smi([{"out": gpus({3: 81929})}, {"out": gpus({3: 4096})}, {"out": gpus()}])
-    rc, out, _ = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
-                      "--poll-interval", "0.01", "--timeout", "30")
+    rc, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                         "--poll-interval", "0.01", "--timeout", "30")
     assert rc == 0
     assert out["polls"] == 3
     assert out["clear_at_s"]["0"] < out["clear_at_s"]["3"]  # GPU 3 cleared two polls later
@@ -100,8 +100,8 @@ def test_default_timeout_and_poll_interval():
 @pytest.mark.parametrize("limit, rc", [("16", 0), ("15", 1)])
 def test_max_used_mib_is_the_limit(smi, monkeypatch, capsys, limit, rc):
     fake = smi([{"out": gpus({5: 16})}])
-    got, out, _ = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
-                       "--max-used-mib", limit, "--timeout", "0")
+    got, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                          "--max-used-mib", limit, "--timeout", "0")
     assert got == rc
     assert out["max_used_mib"] == int(limit)
 
@@ -116,7 +116,7 @@ def test_fails_closed_on_another_gpu_count(smi, monkeypatch, capsys):
 
 def test_fails_closed_on_a_driver_error_with_rc_and_output(smi, monkeypatch, capsys):
     fake = smi([{"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
-    rc, out, _ = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake)
+    rc, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake)
     assert rc == 1
     assert out["rc"] == 18 and "reboot the host or install the matching userspace" in out["error"]
     assert out["cmd"].startswith("timeout --kill-after=1 10s ")
@@ -124,14 +124,14 @@ def test_fails_closed_on_a_driver_error_with_rc_and_output(smi, monkeypatch, cap
 
 def test_a_hung_nvidia_smi_is_cut_by_its_timeout(smi, monkeypatch, capsys):
     fake = smi([{"out": gpus(), "sleep": 30}])
-    rc, out, _ = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
-                      "--nvidia-smi-timeout", "0.5")
+    rc, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                         "--nvidia-smi-timeout", "0.5")
     assert rc == 1
     assert out["rc"] == 124 and "did not answer within its timeout" in out["error"]
 
 
 def test_a_missing_nvidia_smi_fails_closed(monkeypatch, capsys, tmp_path):
-    rc, out, _ = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", str(tmp_path / "none"))
+    rc, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", str(tmp_path / "none"))
     assert rc == 1
     assert out["rc"] == 127 and out["passed"] is False
 
@@ -181,8 +181,8 @@ def test_gate_passes_every_option_through(monkeypatch, capsys):
 
     monkeypatch.setattr(mod, "run_gate", capture)
     path = list(sys.path)
-    rc, _, _ = gate(monkeypatch, capsys, "--expected-count", "4", "--max-used-mib", "7", "--timeout", "9",
-                    "--poll-interval", "0.3", "--nvidia-smi", "/opt/smi", "--nvidia-smi-timeout", "3")
+    rc, _out, _err = gate(monkeypatch, capsys, "--expected-count", "4", "--max-used-mib", "7", "--timeout", "9",
+                          "--poll-interval", "0.3", "--nvidia-smi", "/opt/smi", "--nvidia-smi-timeout", "3")
     assert rc == 0
     assert {k: seen[k] for k in ("expected_count", "max_used_mib", "timeout", "poll_interval", "nvidia_smi",
                                  "nvidia_smi_timeout", "module")} == {
@@ -256,8 +256,7 @@ def test_driver_reads_the_one_version_with_the_collections_query(smi, monkeypatc
      "failed (rc 18): the loaded kernel module and the NVIDIA userspace differ"),
     ({"out": "", "rc": 0, "sleep": 5}, "did not answer within its timeout"),
 ])
-def test_driver_fails_with_the_reason_when_the_read_cannot_be_trusted(smi, monkeypatch, capsys, answer,
-                                                                    says):
+def test_driver_fails_with_the_reason_when_the_read_cannot_be_trusted(smi, monkeypatch, capsys, answer, says):
     fake = smi([answer])
     rc, out = driver(monkeypatch, capsys, "--nvidia-smi", fake, "--timeout", "0.5")
     assert rc == 1
@@ -287,4 +286,3 @@ def test_driver_usage_names_the_subcommand(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         _helper_cli.main()
     assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: gpuserve-sglang driver ")
-

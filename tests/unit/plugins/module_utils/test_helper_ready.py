@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_ready
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import completed, fake_run, run_json
 
+
 class Clock:
     """time.monotonic / time.sleep: sleeping moves the clock."""
 
@@ -237,4 +238,3 @@ def test_probe_gets_the_health_path(monkeypatch, answer, result):
     assert got == result
     assert calls == [("connect", ("10.0.0.5", 30000), 2), ("close",),
                      ("get", "http://10.0.0.5:30000/health_generate", 7.5)]
-

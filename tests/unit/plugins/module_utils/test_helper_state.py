@@ -101,7 +101,7 @@ def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
     (tmp_path / "new.py").write_text("")
     real_run = subprocess.run
     monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
-        "git": lambda argv, **kw: real_run(argv, **kw), "systemctl": completed("")})))
+        "git": real_run, "systemctl": completed("")})))
     rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path))
     assert rc == 0 and out["git"]["commit"] == head and out["git"]["rc"] == 0 and out["git"]["error"] == ""
     changes = out["git"]["changes"]

@@ -570,7 +570,7 @@ def test_one_address_of_a_name_that_cannot_be_bound_fails_it():
 def test_a_family_the_kernel_lacks_is_skipped_but_something_must_bind():
     bound, make = fake_sockets(missing_families=(V6,))
     out = _helper_validate._listen_check("", resolve=resolver({None: [(V4, ("0.0.0.0", 0)), (V6, ("::", 0, 0, 0))]}),
-                               make_socket=make)
+                                         make_socket=make)
     assert (out["ok"], out["addresses"], bound) == (True, ["0.0.0.0"], [(V4, ("0.0.0.0", 0))])
     out = _helper_validate._listen_check("::1", resolve=resolver({"::1": [(V6, ("::1", 0, 0, 0))]}), make_socket=make)
     assert out == {"host": "::1", "addresses": [], "ok": False,
@@ -696,7 +696,7 @@ def test_a_changed_model_directory_runs_the_check_again(monkeypatch, capsys, sgl
         with open(code, "w") as handle:
             handle.write("A = 1\n")
     argv = ["--model-path", world.model]
-    for _ in range(2):  # the second is the record's
+    for _run in range(2):  # the second is the record's
         assert validate(monkeypatch, capsys, argv, "--check-model", *world.opts)[0] == 0
     assert len(sglang.configs) == 1
     if what == "config.json":
@@ -883,7 +883,7 @@ def test_the_key_is_the_inputs_named_and_sorted(monkeypatch, capsys, sglang, wor
 
 def test_the_record_holds_each_pass_with_its_answer(monkeypatch, capsys, sglang, world):
     monkeypatch.setattr(_helper_validate, "time", types.SimpleNamespace(strftime=__import__("time").strftime,
-                                                              gmtime=lambda: __import__("time").gmtime(0)))
+                                                                        gmtime=lambda: __import__("time").gmtime(0)))
     sglang.say = "WARNING: --enable-foo is deprecated"
     rc, first, _err = validate(monkeypatch, capsys, ARGV, *world.opts)
     assert rc == 0 and first["warnings"] == ["WARNING: --enable-foo is deprecated"]
@@ -930,8 +930,12 @@ def test_the_install_and_the_tree_are_read_by_the_collections_own_readers(monkey
     assert _helper_validate._install_fingerprint is _install_fingerprint
     assert _helper_validate._git_source is _helper_state._git_source
     seen = []
+
+    def recorded(real):
+        return lambda *args: seen.append(real.__name__) or real(*args)
+
     monkeypatch.setattr(_helper_validate, "_install_fingerprint", types.SimpleNamespace(**{
-        name: (lambda real: lambda *args: seen.append(real.__name__) or real(*args))(getattr(_install_fingerprint, name))
+        name: recorded(getattr(_install_fingerprint, name))
         for name in ("probe_argv", "install_fingerprint", "pyvenv_cfg_digest")}))
     real_source = _helper_state._git_source
     monkeypatch.setattr(_helper_validate, "_git_source", lambda src: seen.append("_git_source") or real_source(src))
@@ -1005,4 +1009,3 @@ def test_a_model_directory_that_cannot_be_listed_or_whose_code_cannot_be_read(mo
     with pytest.raises(ValueError) as exc:
         _helper_validate._model_files(path)
     assert str(exc.value) == "cannot read %s/configuration_x.py: Permission denied" % path
-
