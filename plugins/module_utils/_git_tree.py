@@ -3,9 +3,9 @@
 """Which commit a source tree is at and what is changed in it: the one reader of that fact in the container.
 
 Private to this collection, stdlib only, and it runs nothing itself: each side runs status_argv() its own way and
-hands the result to parse_status(). Two scripts carry it into the container: the sglang_install role sends it on
-stdin ahead of its state script (before the server's helper exists), the sglang_server role copies it beside
-the helper (`gpuserve-sglang state` and `source`, which the manifest and the benchmark read).
+hands the result to parse_status(). Two ways carry it into the container: the sglang_install role sends it on
+stdin ahead of its state script (before the server's helper exists), and it is part of the container helper's
+package (`gpuserve-sglang state` and `source`, _helper_state, which the manifest and the benchmark read).
 
 One `git status --porcelain=v2 --branch` gives HEAD and the changes in one consistent look; the changes are
 reported as `git status --porcelain` (v1) lines, "XY PATH", which an operator reads at a glance.

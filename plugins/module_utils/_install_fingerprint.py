@@ -4,9 +4,9 @@
 check which passed need not run again while its inputs hold. The one recipe for that fact.
 
 Private to this collection, stdlib only, and it runs no command itself (as _git_tree.py): each side runs
-probe_argv() its own way and hands the output to install_fingerprint(). Two scripts carry it into the container:
+probe_argv() its own way and hands the output to install_fingerprint(). Two ways carry it into the container:
 the sglang_install role sends it on stdin ahead of its state script (the import check of sglang.srt.server_args),
-the sglang_server role copies it beside the helper (`gpuserve-sglang validate-args`, the argument check).
+and it is part of the container helper's package (`gpuserve-sglang validate-args`, the argument check).
 
 The inputs: the tree's HEAD as _git_tree reads it, the venv's pyvenv.cfg, its Python's version and every
 distribution's name and version. A tree with local changes has no fingerprint (its status lines do not capture
