@@ -40,7 +40,7 @@ def _probe(host, port, path, timeout):
     except OSError:
         return "port closed", None
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
+        with urllib.request.build_opener().open(f"http://{host}:{port}{path}", timeout=timeout) as resp:
             return f"HTTP {resp.status}", resp.status
     except urllib.error.HTTPError as exc:
         return f"HTTP {exc.code}", exc.code

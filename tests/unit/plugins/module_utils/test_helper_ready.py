@@ -210,7 +210,7 @@ class Response:
 def probe_with(monkeypatch, connect_error=None, answer=None):
     calls = []
 
-    def urlopen(url, timeout=None):
+    def fetch(url, timeout=None):
         calls.append(("get", url, timeout))
         if isinstance(answer, Exception):
             raise answer
@@ -218,7 +218,7 @@ def probe_with(monkeypatch, connect_error=None, answer=None):
 
     monkeypatch.setattr(_helper_ready, "socket", types.SimpleNamespace(create_connection=Connection(calls, connect_error)))
     monkeypatch.setattr(_helper_ready, "urllib", types.SimpleNamespace(
-        request=types.SimpleNamespace(urlopen=urlopen), error=urllib.error))
+        request=types.SimpleNamespace(build_opener=lambda: types.SimpleNamespace(open=fetch)), error=urllib.error))
     return calls, _helper_ready._probe("10.0.0.5", 30000, "/health_generate", 7.5)
 
 
@@ -238,3 +238,31 @@ def test_probe_gets_the_health_path(monkeypatch, answer, result):
     assert got == result
     assert calls == [("connect", ("10.0.0.5", 30000), 2), ("close",),
                      ("get", "http://10.0.0.5:30000/health_generate", 7.5)]
+
+
+def test_probe_against_a_real_server_on_this_machine():
+    """The probe's HTTP GET as it runs in the container (the standard library's opener, no fake): the status of a
+    200, of an error status, and a closed port."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # pylint: disable=invalid-name
+            self.send_response(200 if self.path == "/health_generate" else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert _helper_ready._probe("127.0.0.1", port, "/health_generate", 5) == ("HTTP 200", 200)
+        assert _helper_ready._probe("127.0.0.1", port, "/loading", 5) == ("HTTP 503", 503)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert _helper_ready._probe("127.0.0.1", port, "/health_generate", 5) == ("port closed", None)
