@@ -11,6 +11,12 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 
+def pytest_configure(config):
+    """pytest.ini's markers, for a run that does not read it: ansible-test units on the artifact (its own config,
+    --strict-markers) runs the shipped tests of tests/unit/plugins, some of them marked foreign_python."""
+    config.addinivalue_line("markers", "foreign_python: runs the collection's code in another process (pytest.ini)")
+
+
 @pytest.fixture(scope="session")
 def collections_path():
     """ANSIBLE_COLLECTIONS_PATH for an ansible-playbook a test runs: gpuserve.sglang is this checkout. Such a test

@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The zero-memory gate: poll GPU memory until every selected GPU is at or under a limit, else name the holders.
 
-Private to this collection. Used by gpu_memory_gate and, unchanged, by gpu_release; sglang_server also sends this
-file and _nvidia_smi.py into the container, where the unit's ExecStartPre runs run_gate with a runner of its own
-(`gpuserve-sglang gate`). So this file and _nvidia_smi.py import nothing outside the standard library at load.
+Private to this collection. Used by gpu_memory_gate and, unchanged, by gpu_release; it is also part of the container
+helper's package (_helper_cli.PACKAGE), where the unit's ExecStartPre runs run_gate with a runner of its own
+(`gpuserve-sglang gate`, _helper_gate). So this file and _nvidia_smi.py import nothing outside the standard library
+at load.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 
 Private to this collection, stdlib only, and it runs nothing itself: each side runs status_argv() its own way and
 hands the result to parse_status(). It reaches the container twice: in the payload of sglang_install_info
-(_sglang_install; the install runs before the server's helper exists), and copied by the sglang_server role beside
-its helper (`gpuserve-sglang state` and `source`, which the manifest and the benchmark read).
+(_sglang_install; the install runs before the server's helper exists), and as a file of the container helper's
+package (`gpuserve-sglang state` and `source`, _helper_state, which the manifest and the benchmark read).
 
 One `git status --porcelain=v2 --branch` gives HEAD and the changes in one consistent look; the changes are
 reported as `git status --porcelain` (v1) lines, "XY PATH", which an operator reads at a glance.

@@ -5,8 +5,8 @@ check which passed need not run again while its inputs hold. The one recipe for 
 
 Private to this collection, stdlib only, and it runs no command itself (as _git_tree.py): each side runs
 probe_argv() its own way and hands the output to install_fingerprint(). It reaches the container twice: in the
-payload of sglang_install_info (_sglang_install, the import check of sglang.srt.server_args), and copied by the
-sglang_server role beside its helper (`gpuserve-sglang validate-args`, the argument check).
+payload of sglang_install_info (_sglang_install, the import check of sglang.srt.server_args), and as a file of the
+container helper's package (`gpuserve-sglang validate-args`, the argument check).
 
 The inputs: the tree's HEAD as _git_tree reads it, the venv's pyvenv.cfg, its Python's version and every
 distribution's name and version. A tree with local changes has no fingerprint (its status lines do not capture

@@ -178,7 +178,7 @@ REAL_PATHS = ["/etc/gpuserve", "/etc/systemd/system/stub-control.service", "/usr
 # The role's fixed paths (vars/main.yml), into each host's stub. Role variables outrank the inventory, so they are
 # extra variables, templated per host.
 STUB_PATHS = {
-    "__sglang_server_gate_lib": "lib",
+    "__sglang_server_helper_lib": "lib",
     "__sglang_server_args_file": "etc/gpuserve/sglang.args",
     "__sglang_server_unit_file": "etc/systemd/system/sglang.service",
     "__sglang_server_lock_path": "run/sglang-lifecycle.lock",

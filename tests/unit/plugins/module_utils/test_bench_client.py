@@ -1,5 +1,5 @@
 """bench_serving argv and /server_info checks (plugins/module_utils/_bench_client.py); the workers' environment
-is read by the sglang_server helper (tests/unit/roles/test_gpuserve_sglang.py, worker-env)."""
+is read by the sglang_server helper (tests/unit/plugins/module_utils/test_helper_env.py, worker-env)."""
 import os
 import subprocess
 import sys

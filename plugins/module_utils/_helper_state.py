@@ -1,0 +1,80 @@
+# Copyright: gpuserve engineers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpuserve-sglang state and source: what the restart decision, the manifest, the audit and the benchmark read of
+the deployed server in one call (the tree, the files' checksums, the manifest, the unit), and the tree alone.
+
+Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
+gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. The tree is
+read by the collection's one reader, _git_tree (sglang_install sends the same file ahead of its state script);
+_helper_validate takes _git_source from here.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree
+
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
+# commands itself, with no AnsibleModule to log or run_command through.
+# pylint: disable=ansible-bad-function
+
+
+def _sha1(path):
+    digest = hashlib.sha1()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _git_source(src):
+    """{rc, error, commit, changes, dirty} of the tree at src, read by the collection's one reader (_git_tree);
+    dirty is None when git failed."""
+    git = subprocess.run(_git_tree.status_argv(src), capture_output=True, text=True, check=False)
+    return _git_tree.parse_status(git.returncode, git.stdout, git.stderr)
+
+
+def cmd_source():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang source")
+    parser.add_argument("--src", required=True)
+    opts = parser.parse_args(sys.argv[2:])
+    result = _git_source(opts.src)
+    print(json.dumps(result))
+    return 0 if result["rc"] == 0 else 1
+
+
+def cmd_state():
+    parser = argparse.ArgumentParser(prog="gpuserve-sglang state")
+    parser.add_argument("--unit", required=True)
+    parser.add_argument("--src", required=True)
+    parser.add_argument("--file", action="append", default=[])
+    parser.add_argument("--manifest")
+    parser.add_argument("--python")
+    opts = parser.parse_args(sys.argv[2:])
+    result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "python_exists": None}
+
+    result["git"] = _git_source(opts.src)
+    for path in opts.file:
+        try:
+            result["files"][path] = {"exists": True, "sha1": _sha1(path)}
+        except FileNotFoundError:
+            result["files"][path] = {"exists": False, "sha1": ""}
+    if opts.manifest:
+        try:
+            with open(opts.manifest, encoding="utf-8") as handle:
+                result["manifest"] = json.load(handle)
+        except FileNotFoundError:
+            pass
+        except ValueError as exc:
+            result["manifest"] = {"_error": f"unreadable manifest: {exc}"}
+    show = subprocess.run(["systemctl", "show", opts.unit,
+                           "--property=ActiveState,SubState,MainPID,ActiveEnterTimestamp,UnitFileState,LoadState"],
+                          capture_output=True, text=True, check=False)
+    result["unit"] = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
+    if opts.python:
+        result["python_exists"] = os.access(opts.python, os.X_OK)
+    print(json.dumps(result))
+    return 0

@@ -1,0 +1,173 @@
+"""gpuserve-sglang state and source (plugins/module_utils/_helper_state.py), in-process: git and systemctl are
+replaced on the module (its `subprocess`), or git runs on a real tree; then source by the installed helper, under a
+Python without ansible."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _helper_state
+from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
+    completed, fake_run, install, run_json)
+
+SHOW = ("ActiveState=active\nSubState=running\nMainPID=4242\nActiveEnterTimestamp=Mon 2026-11-30 10:00:00 UTC\n"
+        "UnitFileState=enabled\nLoadState=loaded\nExecStart={ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }\n"
+        "no equals sign\n")
+UNIT = {"ActiveState": "active", "SubState": "running", "MainPID": "4242",
+        "ActiveEnterTimestamp": "Mon 2026-11-30 10:00:00 UTC", "UnitFileState": "enabled", "LoadState": "loaded",
+        "ExecStart": "{ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }"}
+SHOW_ARGV = ["systemctl", "show", "sglang.service",
+             "--property=ActiveState,SubState,MainPID,ActiveEnterTimestamp,UnitFileState,LoadState"]
+
+
+def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, tmp_path):
+    porcelain = ("# branch.oid 0123456789abcdef0123456789abcdef01234567\n# branch.head main\n"
+                 "1 .M N... 100644 100644 100644 aaaa bbbb python/sglang/srt/server_args.py\n"
+                 "? python/sglang/new.py\n")
+    calls = []
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
+        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": completed(SHOW)})))
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(3 * (1 << 20) + 5))  # more than one 1 MiB block
+    small = tmp_path / "args.json"
+    small.write_text('{"argv": []}')
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"commit": "0123", "args_sha1": "abc"}')
+    python = tmp_path / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    rc, out, err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", "/opt/sglang/src",
+                            "--file", str(big), "--file", str(small), "--file", str(tmp_path / "gone"),
+                            "--manifest", str(manifest), "--python", str(python))
+    assert (rc, err) == (0, "")
+    assert out == {
+        "git": {"rc": 0, "error": "0123456789" * 50, "commit": "0123456789abcdef0123456789abcdef01234567",
+                "changes": [" M python/sglang/srt/server_args.py", "?? python/sglang/new.py"], "dirty": True},
+        "files": {str(big): {"exists": True, "sha1": hashlib.sha1(big.read_bytes()).hexdigest()},
+                  str(small): {"exists": True, "sha1": hashlib.sha1(b'{"argv": []}').hexdigest()},
+                  str(tmp_path / "gone"): {"exists": False, "sha1": ""}},
+        "manifest": {"commit": "0123", "args_sha1": "abc"},
+        "unit": UNIT,
+        "python_exists": True,
+    }
+    assert calls == [
+        (["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2", "--branch",
+          "--untracked-files=all"], {"capture_output": True, "text": True, "check": False}),
+        (SHOW_ARGV, {"capture_output": True, "text": True, "check": False}),
+    ]
+
+
+def test_state_without_a_repository_manifest_or_python(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
+        "git": completed("", "fatal: not a git repository (or any of the parent directories): .git\n", 128),
+        "systemctl": completed("")})))
+    rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
+                             "--manifest", str(tmp_path / "none.json"))
+    assert rc == 0
+    assert out == {"git": {"rc": 128, "error": "fatal: not a git repository (or any of the parent directories): .git",
+                           "commit": None, "changes": [], "dirty": None},
+                   "files": {}, "manifest": None, "unit": {}, "python_exists": None}
+
+
+def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
+        "git": completed("# branch.oid (initial)\n# branch.head main\n"), "systemctl": completed(SHOW)})))
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("{not json")
+    python = tmp_path / "python3"
+    python.write_text("")
+    python.chmod(0o644)
+    rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
+                             "--manifest", str(manifest), "--python", str(python))
+    # a repository with no commit yet: no commit to name
+    assert rc == 0 and out["git"] == {"rc": 0, "error": "", "commit": None, "changes": [], "dirty": False}
+    assert out["manifest"] == {"_error": "unreadable manifest: Expecting property name enclosed in double quotes: "
+                                         "line 1 column 2 (char 1)"}
+    assert out["python_exists"] is False and out["unit"] == UNIT
+
+
+def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("a = 1\n")
+    subprocess.run(git + ["add", "a.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "a.py").write_text("a = 2\n")
+    (tmp_path / "new.py").write_text("")
+    real_run = subprocess.run
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
+        "git": real_run, "systemctl": completed("")})))
+    rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path))
+    assert rc == 0 and out["git"]["commit"] == head and out["git"]["rc"] == 0 and out["git"]["error"] == ""
+    changes = out["git"]["changes"]
+    assert changes == [" M a.py", "?? new.py"] and out["git"]["dirty"] is True
+    # the benchmark's reader is the same function: `source` prints what `state` carries under "git"
+    rc, source, _err = run_json(monkeypatch, capsys, "source", "--src", str(tmp_path))
+    assert rc == 0 and source == out["git"]
+    (tmp_path / "new.py").unlink()
+    subprocess.run(git + ["checkout", "-q", "a.py"], check=True)
+    rc, source, _err = run_json(monkeypatch, capsys, "source", "--src", str(tmp_path))
+    assert (rc, source["commit"], source["changes"], source["dirty"]) == (0, head, [], False)
+
+
+def test_source_reports_a_git_failure_and_exits_1(monkeypatch, capsys, tmp_path):
+    calls = []
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
+        "git": completed("", "fatal: not a git repository\n", 128)})))
+    rc, out, _err = run_json(monkeypatch, capsys, "source", "--src", "/opt/sglang/src")
+    assert rc == 1
+    assert out == {"rc": 128, "error": "fatal: not a git repository", "commit": None, "changes": [], "dirty": None}
+    assert calls == [(["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2",
+                       "--branch", "--untracked-files=all"], {"capture_output": True, "text": True, "check": False})]
+
+
+def test_source_counts_only_non_header_lines_as_changes(monkeypatch, capsys):
+    # a header line with a space in its value and an untracked file named like a header are told apart
+    porcelain = "# branch.oid abc def\n# branch.head main\n? # odd name\n"
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {"git": completed(porcelain)})))
+    rc, out, _err = run_json(monkeypatch, capsys, "source", "--src", "/s")
+    assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ['?? "# odd name"'] and out["dirty"] is True
+
+
+@pytest.mark.parametrize("action", ["source", "state"])
+def test_the_tree_is_read_by_the_collections_reader(monkeypatch, capsys, action):
+    """`source` and `state` run the command of _git_tree (the package's file, imported by its name) and parse its
+    answer with it."""
+    assert _helper_state._git_tree is _git_tree
+    seen = []
+    monkeypatch.setattr(_helper_state, "_git_tree", types.SimpleNamespace(
+        status_argv=lambda src: seen.append(("argv", src)) or _git_tree.status_argv(src),
+        parse_status=lambda *args: seen.append(("parse",) + args) or _git_tree.parse_status(*args)))
+    calls = []
+    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
+        "git": completed("# branch.oid abc\n1 .M N... 1 2 3 a b x.py\n"), "systemctl": completed("")})))
+    argv = [action, "--src", "/s"] + (["--unit", "u.service"] if action == "state" else [])
+    rc, out, _err = run_json(monkeypatch, capsys, *argv)
+    tree = out if action == "source" else out["git"]
+    assert rc == 0 and tree == {"rc": 0, "error": "", "commit": "abc", "changes": [" M x.py"], "dirty": True}
+    assert seen == [("argv", "/s"), ("parse", 0, "# branch.oid abc\n1 .M N... 1 2 3 a b x.py\n", "")]
+    assert calls[0][0] == ["git", "-c", "safe.directory=*", "-C", "/s", "status", "--porcelain=v2", "--branch",
+                           "--untracked-files=all"]
+
+
+@pytest.mark.foreign_python
+def test_the_installed_helper_reads_the_tree_without_ansible(tmp_path):
+    """What the container has: the package under its lib folder and the launcher, a Python without ansible."""
+    helper = install(tmp_path / "installed")
+    src = tmp_path / "src"
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    (src / "a.py").write_text("")
+    subprocess.run(git + ["add", "a.py"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (src / "b.py").write_text("")
+    out = subprocess.run([sys.executable, "-I", "-S", helper, "source", "--src", str(src)],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"rc": 0, "error": "", "commit": head, "changes": ["?? b.py"], "dirty": True}
