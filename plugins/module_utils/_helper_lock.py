@@ -56,23 +56,30 @@ def _try_flock(fd):
     return True
 
 
+def _holds_token(cmdline, token):
+    """A /proc/PID/cmdline is our `lock hold` process of this token."""
+    argv = cmdline.split(b"\0")
+    return b"hold" in argv and b"--token" in argv and argv[argv.index(b"--token") + 1:][:1] == [token.encode()]
+
+
 def _is_holder(owner):
     """The owner's holder PID is still our `lock hold` process of its token (not a PID reused since)."""
     pid, token = owner.get("holder_pid"), owner.get("token")
     if not isinstance(pid, int) or pid <= 1 or not token:
         return False
     try:
-        argv = _read(pid, "cmdline").split(b"\0")
+        cmdline = _read(pid, "cmdline")
     except OSError:
         return False
-    return b"hold" in argv and b"--token" in argv and argv[argv.index(b"--token") + 1:][:1] == [token.encode()]
+    return _holds_token(cmdline, token)
 
 
 def _holder_gone(owner):
     """The owner's holder has exited, its files (and with them the flock) closed: no such PID, a zombie, or the
     PID reused by another program. An exiting holder whose files are still open reads as an empty cmdline, not
-    yet as a zombie, so an empty cmdline alone proves nothing."""
-    pid = owner.get("holder_pid")
+    yet as a zombie, so an empty cmdline alone proves nothing; and the cmdline is judged as it was read once here
+    (a second read could find the exiting holder's empty one and take it for another program)."""
+    pid, token = owner.get("holder_pid"), owner.get("token")
     if not isinstance(pid, int) or pid <= 1:
         return False
     try:
@@ -80,7 +87,7 @@ def _holder_gone(owner):
         argv = _read(pid, "cmdline")
     except (OSError, IndexError):
         return True
-    return state in (b"Z", b"X") or (argv != b"" and not _is_holder(owner))
+    return state in (b"Z", b"X") or (argv != b"" and not (token and _holds_token(argv, token)))
 
 
 def _end_holder(owner):

@@ -478,6 +478,24 @@ def test_holder_gone(monkeypatch, stat, cmdline, gone):
     assert _helper_lock._holder_gone({"holder_pid": 77, "token": "abc"}) is gone
 
 
+def test_holder_gone_judges_the_one_cmdline_it_read(monkeypatch):
+    """An exiting holder: its cmdline reads as the holder's, then empty once its memory is gone, while its files (the
+    flock) may still be open. Read once, it is still the holder: not gone (a second read took it for another
+    program, and release then left the owner in the file)."""
+    reads = {"stat": [b"77 (python3) S 1 77"], "cmdline": [b"python3\0-c\0x\0lock\0hold\0--token\0abc\0", b""]}
+    monkeypatch.setattr(_helper_lock, "_read", lambda pid, name: reads[name].pop(0))
+    assert _helper_lock._holder_gone({"holder_pid": 77, "token": "abc"}) is False
+    assert reads == {"stat": [], "cmdline": [b""]}
+
+
+@pytest.mark.parametrize("cmdline", [b"python3\0-c\0x\0lock\0hold\0--token\0abc\0", b"sshd\0-D\0"])
+def test_holder_gone_without_a_token_takes_any_live_program_for_another(monkeypatch, cmdline):
+    reads = {"stat": b"77 (python3) S 1 77", "cmdline": cmdline}
+    monkeypatch.setattr(_helper_lock, "_read", lambda pid, name: reads[name])
+    assert _helper_lock._holder_gone({"holder_pid": 77}) is True
+    assert _helper_lock._holder_gone({"holder_pid": 77, "token": ""}) is True
+
+
 @pytest.mark.parametrize("pid", [None, "77", 0, 1, -1])
 def test_holder_gone_never_for_a_pid_that_is_not_one(monkeypatch, pid):
     monkeypatch.setattr(_helper_lock, "_read", lambda pid, name: pytest.fail("read /proc for %r" % pid))
