@@ -19,7 +19,7 @@ EXEMPT = {
     "proxmox_container_vmid": "its preflight checks PVE's VMID range (100 to 999999999) by pattern",
     "nvidia_userspace_vmid": "proxmox_vmid by default, checked by proxmox_container's preflight",
     "gpuserve_gpu_count": "each role's own count defaults to it and has the rule (sglang_server_gpu_count, "
-                          "proxmox_container_gpu_count, nvidia_userspace_expected_gpu_count)",
+                          "proxmox_container_gpu_count, nvidia_userspace_gpu_count)",
     "gpuserve_gpus": "each role's own list defaults to it and has the rule (proxmox_container_gpus, "
                      "sglang_server_gate_minors); gpu_ownership_conflicts refuses what is not a minor",
 }
