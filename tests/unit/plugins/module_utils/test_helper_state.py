@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _helper_state
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
     completed, fake_run, install, run_json)
+from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 SHOW = ("ActiveState=active\nSubState=running\nMainPID=4242\nActiveEnterTimestamp=Mon 2026-11-30 10:00:00 UTC\n"
         "UnitFileState=enabled\nLoadState=loaded\nExecStart={ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }\n"
@@ -91,12 +92,7 @@ def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(monke
 
 
 def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    (tmp_path / "a.py").write_text("a = 1\n")
-    subprocess.run(git + ["add", "a.py"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
-    head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    git, head = commit_tree(tmp_path, {"a.py": "a = 1\n"})
     (tmp_path / "a.py").write_text("a = 2\n")
     (tmp_path / "new.py").write_text("")
     real_run = subprocess.run
@@ -160,12 +156,7 @@ def test_the_installed_helper_reads_the_tree_without_ansible(tmp_path):
     """What the container has: the package under its lib folder and the launcher, a Python without ansible."""
     helper = install(tmp_path / "installed")
     src = tmp_path / "src"
-    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run(["git", "init", "-q", str(src)], check=True)
-    (src / "a.py").write_text("")
-    subprocess.run(git + ["add", "a.py"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
-    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    _git, head = commit_tree(src, {"a.py": ""})
     (src / "b.py").write_text("")
     out = subprocess.run([sys.executable, "-I", "-S", helper, "source", "--src", str(src)],
                          capture_output=True, text=True, check=False)

@@ -20,6 +20,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_cli, _helper_validate
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
     args_file, install, install_sglang, run_json)
+from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 
 def validate(monkeypatch, capsys, argv, *extra):
@@ -596,12 +597,7 @@ def world(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items()
                                         if not k.upper().startswith(("SGLANG_", "SGL_"))})
     src = tmp_path / "src"
-    src.mkdir()
-    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    (src / "README").write_text("sglang\n")
-    subprocess.run(git + ["add", "README"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    git, _head = commit_tree(src, {"README": "sglang\n"})
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")

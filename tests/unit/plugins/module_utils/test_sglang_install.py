@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_install as si
 from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Result
+from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 
 def run(argv):
@@ -35,12 +36,7 @@ def params(**kw):
 @pytest.fixture
 def world(tmp_path):
     src = tmp_path / "src"
-    src.mkdir()
-    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    (src / "README").write_text("sglang\n")
-    subprocess.run(git + ["add", "README"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    commit_tree(src, {"README": "sglang\n"})
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")

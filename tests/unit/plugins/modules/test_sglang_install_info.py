@@ -1,13 +1,13 @@
 """sglang_install_info through its entry point: the reads run under coreutils timeout and never change anything;
 check mode leaves the import check's record alone; a state read needs the pin."""
 import json
-import subprocess
 
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpuserve.sglang.plugins.modules import sglang_install_info
+from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 
 def run_module(capsys, **args):
@@ -19,13 +19,7 @@ def run_module(capsys, **args):
 @pytest.fixture
 def tree(tmp_path):
     src = tmp_path / "src"
-    src.mkdir()
-    git = ["git", "-C", str(src), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    (src / "README").write_text("sglang\n")
-    subprocess.run(git + ["add", "README"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
-    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    _git, head = commit_tree(src, {"README": "sglang\n"})
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
