@@ -24,7 +24,7 @@ def truncate(text, length, end='...'):
 
 
 def iso(epoch):
-    """An epoch as now(utc=true).isoformat() writes it: UTC, no zone."""
+    """An epoch (seconds since 1970, UTC) as now(utc=true).isoformat() writes it: UTC, no zone."""
     return datetime.datetime.fromtimestamp(float(epoch), datetime.timezone.utc).replace(tzinfo=None).isoformat()
 
 

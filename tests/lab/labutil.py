@@ -146,6 +146,8 @@ def playbook(name, *extra):
     with its workers); stdout and stderr together, as text."""
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=VENV_BIN + ":" + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
+    if LANE.get("controller_tz"):  # the lane's controller time zone (tests/lab/lanes.py)
+        env["TZ"] = LANE["controller_tz"]
     return subprocess.Popen([os.path.join(VENV_BIN, "ansible-playbook")] + inventory_args() + [name]
                             + list(extra), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
