@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -39,13 +40,18 @@ def bus_id(minor=GPU):
     return dict(line.split(", ") for line in out.splitlines())[str(minor)]
 
 
-def log_xid(code, text):
-    """An Xid line for GPU's bus in the SIMULATED kernel log, stamped now (seconds since boot, as dmesg stamps)."""
+def log_xid(code, text, ago=0.0):
+    """An Xid line for GPU's bus in the SIMULATED kernel log, stamped now less ago seconds (seconds since boot, as
+    dmesg stamps)."""
     with open("/proc/uptime", encoding="utf-8") as f:
-        now = float(f.read().split()[0])
+        now = float(f.read().split()[0]) - ago
     bus = bus_id()[4:-2].lower()  # dmesg names the bus without the function: PCI:0000:02:09
     with open(KERNEL_LOG, "a", encoding="utf-8") as f:
         f.write("[%12.6f] NVRM: Xid (PCI:%s): %d, %s\n" % (now, bus, code, text))
+
+
+def manifest():
+    return json.loads(pct("cat", "/var/lib/gpuserve/sglang-manifest.json").stdout)
 
 
 def set_health(**fields):
@@ -96,11 +102,25 @@ def test_a_fatal_xid_refuses_the_restart_before_the_stop_and_the_server_runs_on(
     rc, out = finish(playbook(RESTART), limit=300)
     flat = " ".join(out.split())
     assert rc != 0, out[-3000:]
+    # counted from the last verified start (its manifest's started_epoch placed in the kernel log's clock), not boot
     assert re.search(r"not restarting: GPU health: not starting on a GPU that cannot serve \(at full speed\): GPU %d "
-                     r"\(bus [0-9a-f:.]+, /dev/nvidia%d\): xid: 1 Xid event\(s\) since [^,]+, last: Xid 79 .*reset the "
+                     r"\(bus [0-9a-f:.]+, /dev/nvidia%d\): xid: 1 Xid event\(s\) since [0-9.]+ s after boot \(codes "
+                     r"79\), last: Xid 79 .*reset the "
                      r"GPU .*Nothing was stopped: the server runs as before" % (GPU, GPU), flat), \
         "\n".join(line for line in out.splitlines() if "fatal" in line or "health" in line)[-3000:]
     assert main_pid() == served
+
+
+def test_a_fatal_xid_logged_before_the_last_verified_start_no_longer_refuses_a_restart(served):
+    """A GPU reset after the Xid: the restart counts from the manifest's started_epoch, not from boot (the lane's
+    controller runs at TZ=EST5: an epoch read as local time would put the cut-off 5 hours late or early)."""
+    started = float(manifest()["times"]["started_epoch"])
+    log_xid(79, "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", ago=time.time() - started + 30)
+    rc, out = finish(playbook(RESTART), limit=300)
+    assert rc == 0, out[-3000:]
+    after = manifest()
+    assert after["main_pid"] != int(served) and after["gate"]["health"]["findings"] == [], after["gate"]["health"]
+    assert float(after["times"]["started_epoch"]) > started
 
 
 @pytest.mark.parametrize("fields, check, words", [
