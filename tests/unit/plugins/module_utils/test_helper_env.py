@@ -438,8 +438,9 @@ def test_env_proof_names_the_setproctitle_cause_for_retitled_workers(unit_tree, 
     })
     rc, out = proof(monkeypatch, capsys, "--expected-json", json.dumps(NCCL), "--min-schedulers", "1")
     assert rc == 1 and out["error"] == "2 of 4 processes lack the expected environment: PIDs [101, 102]"
-    assert out["hint"].startswith("PIDs [101, 102] are SGLang workers titled with setproctitle")
-    assert "SPT_NOENV" in out["hint"]
+    assert out["hint"] == ("PIDs [101, 102] are SGLang workers titled with setproctitle, which overwrites "
+                           "/proc/PID/environ unless SPT_NOENV is set in their environment; the role's unit sets "
+                           "SPT_NOENV=1 (an older unit, or a server started outside it?)")
 
 
 def test_env_proof_gives_no_setproctitle_hint_when_the_workers_had_spt_noenv(unit_tree, monkeypatch, capsys):

@@ -551,9 +551,19 @@ def test_a_name_that_does_not_resolve_here_fails():
                    "error": "'sglang-head.invalid' does not resolve in this container: Name or service not known"}
 
 
+def test_a_name_the_resolver_cannot_encode_fails_with_the_reason():
+    def resolve(*_args):
+        raise UnicodeError("encoding with 'idna' codec failed (UnicodeError: label too long)")
+    out = _helper_validate._listen_check("x" * 64 + ".lab", resolve=resolve)
+    assert out["ok"] is False and out["error"] == (
+        "'%s' does not resolve in this container: encoding with 'idna' codec failed (UnicodeError: label too long)"
+        % ("x" * 64 + ".lab"))
+
+
 def test_a_name_binds_every_address_it_resolves_to_each_in_its_family():
     bound, make = fake_sockets()
-    answers = {"head": [(V4, ("10.66.0.104", 0)), (V6, ("fd00::104", 0, 0, 0)), (V4, ("10.66.0.104", 0))]}
+    # the repeat comes before another address: it is skipped, the rest still bound
+    answers = {"head": [(V4, ("10.66.0.104", 0)), (V4, ("10.66.0.104", 0)), (V6, ("fd00::104", 0, 0, 0))]}
     out = _helper_validate._listen_check("head", resolve=resolver(answers), make_socket=make)
     assert out == {"host": "head", "addresses": ["10.66.0.104", "fd00::104"], "ok": True, "error": None}
     assert bound == [(V4, ("10.66.0.104", 0)), (V6, ("fd00::104", 0, 0, 0))]  # once each, port 0, v6 scope kept
@@ -570,7 +580,8 @@ def test_one_address_of_a_name_that_cannot_be_bound_fails_it():
 
 def test_a_family_the_kernel_lacks_is_skipped_but_something_must_bind():
     bound, make = fake_sockets(missing_families=(V6,))
-    out = _helper_validate._listen_check("", resolve=resolver({None: [(V4, ("0.0.0.0", 0)), (V6, ("::", 0, 0, 0))]}),
+    # the lacking family first: the next address is still tried
+    out = _helper_validate._listen_check("", resolve=resolver({None: [(V6, ("::", 0, 0, 0)), (V4, ("0.0.0.0", 0))]}),
                                          make_socket=make)
     assert (out["ok"], out["addresses"], bound) == (True, ["0.0.0.0"], [(V4, ("0.0.0.0", 0))])
     out = _helper_validate._listen_check("::1", resolve=resolver({"::1": [(V6, ("::1", 0, 0, 0))]}), make_socket=make)
