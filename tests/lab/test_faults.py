@@ -14,11 +14,12 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
 
-from labutil import HELPER, LAB_MARKS, finish, gpu_memory_used, pct, playbook, wait_for, wait_ready
+from labutil import HELPER, LAB_MARKS, finish, gpu_memory_used, node_env, pct, playbook, wait_for, wait_ready
 
 UNIT_FILE = "/etc/systemd/system/sglang.service"
 DROPIN = "/run/systemd/system/sglang.service.d/50-test-faults-gate.conf"
@@ -39,16 +40,32 @@ def schedulers():
     return pct("pgrep", "-f", "^sglang::scheduler", check=False).stdout.split()
 
 
+def gpu_apps(index=HELD_GPU):
+    """{pid: MiB} of the live processes on GPU index, as the lane node's SIMULATED nvidia-smi on the lab host lists
+    its compute apps. A holder that exited is not listed, also while its memory is still counted (the stand-in's
+    release delay, a GPUSIM_LINGER_S): memory.used read right after an earlier test's holder died still holds it."""
+    smi = ["/usr/local/bin/nvidia-smi", "--format=csv,noheader,nounits"]
+    gpus = subprocess.run(smi + ["--query-gpu=index,pci.bus_id"], capture_output=True, text=True, check=True,
+                          timeout=30, env=node_env()).stdout
+    bus = dict(line.split(", ") for line in gpus.splitlines())[str(index)]
+    apps = subprocess.run(smi + ["--query-compute-apps=gpu_bus_id,pid,used_memory"], capture_output=True, text=True,
+                          check=True, timeout=30, env=node_env()).stdout
+    rows = [line.split(", ") for line in apps.splitlines() if line.strip()]
+    return {int(pid): int(mib) for app_bus, pid, mib in rows if app_bus == bus}
+
+
 def hold_gpu(mib=81920, linger=None):
     """A process in the container holding the SIMULATED /dev/nvidiaN (as a stuck SGLang worker would); with
     linger, its memory stays that many seconds after it is killed (GPUSIM_LINGER_S: the driver still freeing)."""
-    before = gpu_memory_used()[HELD_GPU]  # the running server's own share, when it runs
+    before = gpu_apps()  # the running server's own process on it, when it runs
     # --collect: a holder that gpu_release killed leaves no failed unit behind to block the next one's name
     pct("systemd-run", "--collect", "--unit", HOLDER_UNIT, "-E", "GPUSIM_MIB=%d" % mib,
         *(["-E", "GPUSIM_LINGER_S=%g" % linger] if linger else []), "/usr/bin/python3", "-c",
         "import time; f = open('/dev/nvidia%d', 'rb'); time.sleep(3600)" % HELD_GPU)
-    # its own memory counted (seen alive by the host's nvidia-smi, which the gate reads), not only the server's
-    wait_for(lambda: gpu_memory_used()[HELD_GPU] >= before + mib, 30, "the holder's memory on GPU %d" % HELD_GPU)
+    # seen alive with its memory by the host's nvidia-smi, which the gate reads: a new process on the GPU (comparing
+    # memory.used with a reading before it fails when that reading still counted an earlier test's exited holder)
+    wait_for(lambda: any(pid not in before and used == mib for pid, used in gpu_apps().items()), 30,
+             "the holder's memory on GPU %d" % HELD_GPU)
 
 
 def free_gpu():
