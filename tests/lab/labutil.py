@@ -82,6 +82,13 @@ def ensure_image():
 GPU_FILES = lanes.node_dir(NODE) + "/gpus"  # the lane node's SIMULATED GPU files
 
 
+def gpu_bus_id(index):
+    """The lane node's SIMULATED GPU index as nvidia-smi on the lab host names its PCI bus (00000000:BB:DD.0)."""
+    out = subprocess.run(["/usr/local/bin/nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
+                         capture_output=True, text=True, check=True, timeout=30, env=node_env()).stdout
+    return dict(line.split(", ") for line in out.splitlines())[str(index)]
+
+
 def gpu_memory_used():
     """Per-GPU memory.used (MiB) of the lane's node, from the SIMULATED nvidia-smi on the lab host."""
     res = subprocess.run(["/usr/local/bin/nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from labutil import HELPER, LAB_MARKS, finish, gpu_memory_used, node_env, pct, playbook, wait_for, wait_ready
+from labutil import (HELPER, LAB_MARKS, finish, gpu_bus_id, gpu_memory_used, node_env, pct, playbook, wait_for,
+                     wait_ready)
 
 UNIT_FILE = "/etc/systemd/system/sglang.service"
 DROPIN = "/run/systemd/system/sglang.service.d/50-test-faults-gate.conf"
@@ -44,12 +45,10 @@ def gpu_apps(index=HELD_GPU):
     """{pid: MiB} of the live processes on GPU index, as the lane node's SIMULATED nvidia-smi on the lab host lists
     its compute apps. A holder that exited is not listed, also while its memory is still counted (the stand-in's
     release delay, a GPUSIM_LINGER_S): memory.used read right after an earlier test's holder died still holds it."""
-    smi = ["/usr/local/bin/nvidia-smi", "--format=csv,noheader,nounits"]
-    gpus = subprocess.run(smi + ["--query-gpu=index,pci.bus_id"], capture_output=True, text=True, check=True,
-                          timeout=30, env=node_env()).stdout
-    bus = dict(line.split(", ") for line in gpus.splitlines())[str(index)]
-    apps = subprocess.run(smi + ["--query-compute-apps=gpu_bus_id,pid,used_memory"], capture_output=True, text=True,
-                          check=True, timeout=30, env=node_env()).stdout
+    bus = gpu_bus_id(index)
+    apps = subprocess.run(["/usr/local/bin/nvidia-smi", "--query-compute-apps=gpu_bus_id,pid,used_memory",
+                           "--format=csv,noheader,nounits"], capture_output=True, text=True, check=True, timeout=30,
+                          env=node_env()).stdout
     rows = [line.split(", ") for line in apps.splitlines() if line.strip()]
     return {int(pid): int(mib) for app_bus, pid, mib in rows if app_bus == bus}
 

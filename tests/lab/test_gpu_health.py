@@ -18,7 +18,7 @@ import time
 import pytest
 
 import lanes
-from labutil import LAB_MARKS, LANE, NODE, ROOT, VENV_BIN, finish, node_env, pct, playbook
+from labutil import LAB_MARKS, LANE, NODE, ROOT, VENV_BIN, finish, gpu_bus_id, pct, playbook
 
 pytestmark = LAB_MARKS
 
@@ -33,19 +33,12 @@ def main_pid():
     return pct("systemctl", "show", "sglang.service", "--property=MainPID", "--value").stdout.strip()
 
 
-def bus_id(minor=GPU):
-    """The SIMULATED GPU's PCI bus id as nvidia-smi on the lane's node prints it (00000000:BB:DD.0)."""
-    out = subprocess.run(["/usr/local/bin/nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=True, timeout=30, env=node_env()).stdout
-    return dict(line.split(", ") for line in out.splitlines())[str(minor)]
-
-
 def log_xid(code, text, ago=0.0):
     """An Xid line for GPU's bus in the SIMULATED kernel log, stamped now less ago seconds (seconds since boot, as
     dmesg stamps)."""
     with open("/proc/uptime", encoding="utf-8") as f:
         now = float(f.read().split()[0]) - ago
-    bus = bus_id()[4:-2].lower()  # dmesg names the bus without the function: PCI:0000:02:09
+    bus = gpu_bus_id(GPU)[4:-2].lower()  # dmesg names the bus without the function: PCI:0000:02:09
     with open(KERNEL_LOG, "a", encoding="utf-8") as f:
         f.write("[%12.6f] NVRM: Xid (PCI:%s): %d, %s\n" % (now, bus, code, text))
 
