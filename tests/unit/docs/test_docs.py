@@ -1,5 +1,5 @@
-"""The docs describe the repository as it is: the README's Layout table names every module, role, playbook,
-plugin type and script of the tree and nothing the tree lacks; no doc (README.md, docs/**/*.md, roles/*/README.md)
+"""The docs describe the repository as it is: docs/architecture.md's table of the tree names every module, role,
+playbook, plugin type and script of the tree and nothing the tree lacks, and every path it lists exists; no doc (README.md, docs/**/*.md, roles/*/README.md)
 links to or cites a repository file that does not exist, and none cites the project's notes outside the
 repository (DESIGN.md, LAB_NOTES, ../shared/...) as if they were in it. Each failure names the doc and the path."""
 import os
@@ -86,9 +86,12 @@ def test_no_doc_cites_the_projects_notes_as_if_in_the_repository(doc):
                        "this repository)\" or drop the citation" % (doc, found))
 
 
+TREE_DOC, TREE_SECTION = "docs/architecture.md", "The tree"
+
+
 def layout():
-    """{path in the first column: the names in backticks of its second} of the README's Layout table."""
-    section = read("README.md").split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    """{path in the first column: the names in backticks of the others} of docs/architecture.md's table of the tree."""
+    section = read(TREE_DOC).split("\n## %s\n" % TREE_SECTION, 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
@@ -100,6 +103,16 @@ def layout():
     return rows
 
 
+def matches(path):
+    """A listed path exists; one with a placeholder or a glob (`roles/<role>/files/`, `_*.py`) matches something."""
+    path = path.rstrip("/")
+    if not re.search(r"[<*]", path):
+        return exists(path)
+    pattern = re.compile("".join("[^/]+" if part.startswith("<") else "[^/]*" if part == "*" else re.escape(part)
+                                 for part in re.split(r"(<[^>/]+>|\*)", path)))
+    return any(pattern.fullmatch(p) for p in FILES | DIRS)
+
+
 def tree(folder, pattern):
     return sorted({m.group(1) for f in FILES for m in [re.fullmatch(folder + pattern, f)] if m})
 
@@ -108,20 +121,25 @@ LAYOUT = layout()
 
 
 def test_the_layout_table_lists_only_paths_that_exist():
-    missing = [p for p in LAYOUT if not exists(p)]
-    assert not missing, "README.md's Layout table lists paths the repository does not have: %s" % missing
+    missing = [p for p in LAYOUT if not matches(p)]
+    assert not missing, "%s's table of the tree lists paths the repository does not have: %s" % (TREE_DOC, missing)
+
+
+def test_a_placeholder_path_of_the_table_must_match_the_tree():
+    assert matches("roles/<role>/tasks/") and matches("plugins/module_utils/_*.py")
+    assert not matches("roles/<role>/no_such_folder/") and not matches("plugins/module_utils/*.txt")
 
 
 def test_the_layout_table_lists_every_top_level_folder():
     folders = sorted(t for t in TOP if not t.startswith(".") and t in DIRS)
     missing = [f for f in folders if not any(p.startswith(f + "/") for p in LAYOUT)]
-    assert not missing, "README.md's Layout table lacks a row for %s" % missing
+    assert not missing, "%s's table of the tree lacks a row for %s" % (TREE_DOC, missing)
 
 
 def test_the_layout_table_lists_every_plugin_type():
     types = tree("plugins/", r"([^/_][^/]*)/[^/]+")
     missing = [t for t in types + ["doc_fragments"] if "plugins/%s/" % t not in LAYOUT]
-    assert not missing, "README.md's Layout table lacks the plugin types %s" % missing
+    assert not missing, "%s's table of the tree lacks the plugin types %s" % (TREE_DOC, missing)
 
 
 @pytest.mark.parametrize("row, names", [
@@ -137,7 +155,7 @@ def test_a_layout_row_names_each_of_its_files_and_only_those(row, names):
     assert names, "no %s in the tree" % row
     listed = set(LAYOUT.get(row, []))
     missing = [n for n in names if n not in listed]
-    assert not missing, "README.md's Layout row %s does not name %s" % (row, missing)
+    assert not missing, "%s's table of the tree: row %s does not name %s" % (TREE_DOC, row, missing)
     # the row's own names that look like one of its files (others are prose in backticks: `lab/lab up`)
     strays = [n for n in listed if re.fullmatch(r"[\w.-]+", n) and n not in names]
-    assert not strays, "README.md's Layout row %s names %s, which the tree does not have" % (row, strays)
+    assert not strays, "%s's table of the tree: row %s names %s, which the tree does not have" % (TREE_DOC, row, strays)
