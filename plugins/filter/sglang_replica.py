@@ -29,7 +29,8 @@ def _dist_host(address):
 
 
 def sglang_replica(names, hostvars, host, port=20000):
-    """{name, nnodes, nodes: [{host, rank, address, pve_host}] by rank, rank, dist_init_addr, problems: [str]}.
+    """{name, nnodes, multinode, nodes: [{host, rank, address, pve_host}] by rank, rank, rank0 (its host),
+    dist_init_addr, problems: [str]}.
 
     names: the hosts of group sglang in inventory order; host: the asking host (inventory_hostname). A host with
     no sglang_server_replica is a replica of its own. problems is empty when the replica is consistent; each entry
@@ -84,8 +85,8 @@ def sglang_replica(names, hostvars, host, port=20000):
                             % (rank0["host"], name, ADDRESS_HELP))
         else:
             dist_init_addr = "%s:%d" % (_dist_host(rank0["address"]), int(port))
-    return {"name": name, "nnodes": nnodes, "rank": own["rank"], "nodes": nodes, "dist_init_addr": dist_init_addr,
-            "problems": problems}
+    return {"name": name, "nnodes": nnodes, "multinode": nnodes > 1, "rank": own["rank"], "rank0": nodes[0]["host"],
+            "nodes": nodes, "dist_init_addr": dist_init_addr, "problems": problems}
 
 
 class FilterModule:

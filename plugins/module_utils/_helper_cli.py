@@ -44,9 +44,9 @@
   gpuserve-sglang driver [--nvidia-smi PATH] [--timeout S]
       The NVIDIA driver version every GPU in this container reports, for the manifest: the collection's own
       nvidia-smi query and parser (_nvidia_smi, in this package), under coreutils timeout. {"driver_version"}.
-  gpuserve-sglang gate --expected-count N [--max-used-mib M] [--timeout S]
+  gpuserve-sglang gate [--expected-count N] [--max-used-mib M] [--timeout S]
       ExecStartPre of sglang.service: the zero-memory gate on this container's GPUs (every GPU its nvidia-smi
-      lists, exactly N of them), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
+      lists, exactly N of them when N is given), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
       still hold memory. It is the collection's own gate (_gate.run_gate and _nvidia_smi, in this
       package), run with _helper_gate's runner. Exit 0 passed, 1 not (the message names the holders and what to do).
   gpuserve-sglang lock acquire --owner-json J [--path P] [--ttl S] [--wait S] [--steal TOKEN]

@@ -75,7 +75,8 @@ def cmd_driver():
 
 def cmd_gate():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang gate")
-    parser.add_argument("--expected-count", type=int, required=True)
+    # omitted, the gate checks no count: the lifecycle's gate on the PVE host selects every GPU without one
+    parser.add_argument("--expected-count", type=int)
     parser.add_argument("--max-used-mib", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--poll-interval", type=float, default=0.2)

@@ -140,7 +140,7 @@ def stubs(tmp_path_factory, collections_path):
             "sglang_server_check_model": False, "sglang_server_args": dict(MODEL),
             "sglang_server_stop_timeout": 5, "sglang_server_release_grace": 1, "sglang_server_gate_timeout": 1,
             "sglang_server_ready_timeout": 10, "sglang_server_listen_timeout": 5, "sglang_server_lock_ttl": 60,
-            # the stubs have no GPUs to read health from (the health stage: test__gate_health.py, lab test_gpu_health)
+            # the stubs have no GPUs to read health from (the health stage: test_gate.py, lab test_gpu_health)
             "sglang_server_gate_health_enabled": False,
             "stub_root": str(stub),
         }
@@ -175,27 +175,26 @@ def stubs(tmp_path_factory, collections_path):
 REAL_PATHS = ["/etc/gpuserve", "/etc/systemd/system/stub-control.service", "/usr/local/lib/gpuserve-sglang",
               "/usr/local/sbin/gpuserve-sglang", "/run/gpuserve", "/var/lib/gpuserve",
               "/var/cache/gpuserve/sglang-args-check.json"]
-# The role's fixed paths (vars/main.yml), into each host's stub. Role variables outrank the inventory, so they are
-# extra variables, templated per host.
+# The role's fixed paths (vars/main.yml's __sglang_server_paths), into each host's stub. Role variables outrank the
+# inventory, so they are extra variables, templated per host.
 STUB_PATHS = {
-    "__sglang_server_helper_lib": "lib",
-    "__sglang_server_args_file": "etc/gpuserve/sglang.args",
-    "__sglang_server_unit_file": "etc/systemd/system/sglang.service",
-    "__sglang_server_lock_path": "run/sglang-lifecycle.lock",
+    "args": "etc/gpuserve/sglang.args",
+    "unit": "etc/systemd/system/sglang.service",
+    "lib": "lib",
+    "lock": "run/sglang-lifecycle.lock",
 }
 
 
 def fixed_paths_into_the_stub():
     """The extra variables; refuses to run while vars/main.yml has an absolute path this does not move (the test
-    would write it on this machine)."""
+    would write it on this machine). The other paths, under a setting the inventory points into the stub, stay."""
     with open(os.path.join(ROOT, "roles", "sglang_server", "vars", "main.yml")) as handle:
-        role_vars = yaml.safe_load(handle)
-    absolute = sorted(k for k, v in role_vars.items() if isinstance(v, str) and v.startswith("/"))
-    missing = [k for k in absolute if k not in STUB_PATHS]
+        paths = yaml.safe_load(handle)["__sglang_server_paths"]
+    missing = sorted(k for k, v in paths.items() if v.startswith("/") and k not in STUB_PATHS)
     if missing:
         pytest.fail("roles/sglang_server/vars/main.yml has fixed paths this test does not point into its stub "
                     "containers: %s; add them to STUB_PATHS" % ", ".join(missing))
-    return {k: "{{ stub_root }}/" + v for k, v in STUB_PATHS.items()}
+    return {"__sglang_server_paths": dict(paths, **{k: "{{ stub_root }}/" + v for k, v in STUB_PATHS.items()})}
 
 
 def snapshot(stub):
@@ -235,10 +234,11 @@ def test_the_type_is_refused_by_the_argument_spec_and_the_rest_by_the_preflight(
     report, _servers, _before = stubs
     assert failure(report, "type")[0].startswith("gpuserve.sglang.gpuserve : Validating arguments against arg spec")
     assert failure(report, "range")[0].endswith("Settings | each setting is in its range")
-    assert failure(report, "cross")[0].endswith("Settings | the port wait fits in the readiness wait")
-    assert failure(report, "start")[0].endswith("Validate | SGLang accepts the arguments")
+    assert failure(report, "cross")[0].endswith("Settings | the settings that bound each other agree")
+    validate = "Validate | the server can listen on its host in this container, and SGLang accepts the arguments"
+    assert failure(report, "start")[0].endswith(validate)
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "start")[1]
-    assert failure(report, "listen")[0].endswith("Validate | the server can listen on its host in this container")
+    assert failure(report, "listen")[0].endswith(validate)
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "listen")[1]
 
 

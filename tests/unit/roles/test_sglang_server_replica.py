@@ -103,13 +103,15 @@ def test_a_batch_without_every_node_is_refused_before_anything_stops(play):
     assert "-e gpuserve_serial=2" in failed["a0"]["msg"] and "Nothing was stopped" in failed["a0"]["msg"]
 
 
+LAUNCH_RULES = "Preflight | the launch settings agree with each other, the inventory and the other nodes of the replica"
+
+
 def test_nodes_that_would_launch_different_servers_are_refused(play):
     inv = json.loads(json.dumps(INVENTORY))
     inv["all"]["children"]["sglang"]["hosts"]["a1"]["gpuserve_gpus"] = [0, 1]  # 2 GPUs: tp 4, not 8
     rc, report = play(PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
     assert rc != 0
-    msgs = {h: r["msg"] for h, r in results(report, "Preflight | the nodes of a multi-node replica launch the same "
-                                                    "server").items() if r.get("failed")}
+    msgs = {h: r["msg"] for h, r in results(report, LAUNCH_RULES).items() if r.get("failed")}
     assert msgs and all("would launch different servers" in m for m in msgs.values())
 
 
@@ -119,8 +121,7 @@ def test_a_rank_1_node_behind_the_gateway_is_refused(play):
     inv["all"]["children"]["sglang_gateway"] = {"hosts": {"gw": {}}}
     rc, report = play(PREFLIGHT, "-e", "gpuserve_serial=2", inventory=inv)
     assert rc != 0
-    (r,) = [r for r in results(report, "Preflight | behind a gateway, a multi-node replica is reached through its "
-                                       "rank 0 (the only node with an API)").values() if r.get("failed")]
+    (r,) = [r for r in results(report, LAUNCH_RULES).values() if r.get("failed")]
     assert r["msg"].startswith("a1 is node rank 1 of replica big: it serves no API")
 
 

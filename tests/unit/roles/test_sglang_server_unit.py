@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+# ansible-playbook renders the unit in a process of its own, with this collection's filters (sglang_gate_count):
+# scripts/mutation leaves it out, as it does the other role runs (pytest.ini)
+pytestmark = pytest.mark.foreign_python
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAY = """
 - hosts: localhost
@@ -85,3 +88,14 @@ def test_the_workers_titles_leave_their_environ_readable(default_unit):
     # setproctitle (SGLang's sglang::scheduler titles) overwrites /proc/PID/environ without SPT_NOENV: on the real
     # H200 the env proof found none of the NCCL variables in the scheduler and detokenizer (2026-12-03).
     assert "SPT_NOENV=1" in lines_of(default_unit, "Environment")
+
+
+def test_the_units_gate_expects_the_gpus_the_hosts_gate_selects(tmp_path):
+    """The container sees exactly the GPUs the lifecycle's gate on the PVE host selects: its device minors, else its
+    indexes, else its count; a host gate of every GPU without a count leaves the count unchecked here too."""
+    assert lines_of(render(tmp_path, gpuserve_gpus=[4, 5, 6]), "ExecStartPre") == [
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang gate --expected-count 3 --max-used-mib 0 --timeout 120"]
+    assert lines_of(render(tmp_path, sglang_server_gate_gpus=[1, 2]), "ExecStartPre")[0].startswith(
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang gate --expected-count 2 --max-used-mib")
+    assert lines_of(render(tmp_path, sglang_server_gate_expected_count=0), "ExecStartPre") == [
+        "/usr/bin/python3 /usr/local/sbin/gpuserve-sglang gate --max-used-mib 0 --timeout 120"]

@@ -172,8 +172,22 @@ def test_argument_spec_defaults_mirror_the_role_defaults():
 
 # The health reads that refuse nothing (the audit's, the benchmark's after each run): every check of the gate's
 # health stage at warn, each role's list derived from _gpu_health.CHECKS (filter gpuserve.sglang.health_checks).
-HEALTH_READS = {"sglang_server": "__sglang_server_audit_health_checks",
-                "sglang_benchmark": "__sglang_benchmark_health_checks"}
+# role: (the file that holds the read's checks, the name of the variable in it)
+HEALTH_READS = {"sglang_server": ("tasks/audit.yml", "__sglang_server_health_checks"),
+                "sglang_benchmark": ("vars/main.yml", "__sglang_benchmark_health_checks")}
+
+
+def defined(data, name):
+    """The value of the variable name wherever data (a vars file, or a task list and its tasks' vars) sets it."""
+    if isinstance(data, dict):
+        if name in data:
+            return data[name]
+        data = list(data.values())
+    for item in data if isinstance(data, list) else []:
+        value = defined(item, name)
+        if value is not None:
+            return value
+    return None
 
 
 def rendered(value):
@@ -188,12 +202,12 @@ def rendered(value):
 @pytest.mark.parametrize("role", sorted(HEALTH_READS))
 def test_the_warn_only_health_reads_read_every_gate_check(role):
     from ansible_collections.gpuserve.sglang.plugins.module_utils._gpu_health import CHECKS
-    name = HEALTH_READS[role]
-    value = (load(os.path.join(ROOT, "roles", role, "vars", "main.yml")) or {}).get(name)
-    assert value is not None, "roles/%s/vars/main.yml no longer defines %s: update HEALTH_READS" % (role, name)
+    path, name = HEALTH_READS[role]
+    value = defined(load(os.path.join(ROOT, "roles", role, path)) or {}, name)
+    assert value is not None, "roles/%s/%s no longer defines %s: update HEALTH_READS" % (role, path, name)
     assert rendered(value) == dict((check, "warn") for check in CHECKS), (
-        "roles/%s/vars/main.yml %s must be every check of _gpu_health.CHECKS at warn: set it to "
-        "\"{{ 'warn' | gpuserve.sglang.health_checks }}\"" % (role, name))
+        "roles/%s/%s %s must be every check of _gpu_health.CHECKS at warn: set it to "
+        "\"{{ 'warn' | gpuserve.sglang.health_checks }}\"" % (role, path, name))
 
 
 def test_the_health_check_comparison_sees_a_missing_check():

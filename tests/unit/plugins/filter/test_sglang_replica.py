@@ -10,7 +10,8 @@ TWO = {"ct101": {"sglang_server_replica": "big", "sglang_server_nnodes": 2,
 
 def test_a_host_without_a_replica_is_one_node_of_its_own():
     r = sglang_replica(["ct101", "ct102", "ct103"], TWO, "ct103")
-    assert r == {"name": "ct103", "nnodes": 1, "rank": 0, "dist_init_addr": "", "problems": [],
+    assert r == {"name": "ct103", "nnodes": 1, "multinode": False, "rank": 0, "rank0": "ct103", "dist_init_addr": "",
+                 "problems": [],
                  "nodes": [{"host": "ct103", "rank": 0, "address": "", "pve_host": ""}]}
 
 
@@ -18,6 +19,7 @@ def test_two_nodes_rank_by_inventory_order_and_rank_0_gives_the_init_address():
     for host, rank in (("ct101", 0), ("ct102", 1)):
         r = sglang_replica(["ct101", "ct102", "ct103"], TWO, host, 25000)
         assert r["problems"] == [] and r["name"] == "big" and r["nnodes"] == 2 and r["rank"] == rank
+        assert r["multinode"] is True and r["rank0"] == "ct101"
         nodes = [(n["host"], n["rank"], n["pve_host"]) for n in r["nodes"]]
         assert nodes == [("ct101", 0, "lab-pve"), ("ct102", 1, "lab-pve2")]
         assert r["dist_init_addr"] == "10.66.0.101:25000"
