@@ -1,8 +1,7 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Writing small text files on the managed host, only those that differ, each atomically: the work of the modules
-install_files (files sent from the controller) and sglang_helper (the container helper's package, from its own
-payload).
+"""Writing small text files on the managed host, only those that differ, each atomically: the work of the module
+sglang_helper (the container helper's package, from its own payload).
 
 Private to this collection.
 """
@@ -40,17 +39,12 @@ def _make_parents(module, directory, owner, group):
         _set_attrs(module, path, "0755", owner, group, False)
 
 
-def install(module, files, owner, group, name="install_files"):
-    """Writes what differs of files ([{path, content, mode}]); returns the paths that changed (or would, in check
-    mode). name: the module, for its failure messages and its temporary files."""
+def install(module, files, owner, group, name):
+    """Writes what differs of files ([{path, content, mode}], mode an octal string); returns the paths that changed
+    (or would, in check mode). name: the module, for its failure messages and its temporary files."""
     for item in files:  # every item checked before the first is written
-        path, mode = item["path"], item["mode"]
-        if not os.path.isabs(path):
-            module.fail_json(msg="%s: path must be absolute, got %r" % (name, path))
-        try:
-            int(mode, 8)
-        except ValueError:
-            module.fail_json(msg="%s: mode of %s must be an octal string such as '0644', got %r" % (name, path, mode))
+        if not os.path.isabs(item["path"]):
+            module.fail_json(msg="%s: path must be absolute, got %r" % (name, item["path"]))
     changed = []
     for item in files:
         path, mode = item["path"], item["mode"]

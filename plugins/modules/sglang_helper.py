@@ -56,8 +56,6 @@ attributes:
   platform:
     support: full
     platforms: posix
-seealso:
-  - module: gpuserve.sglang.install_files
 """
 
 EXAMPLES = r"""
