@@ -1,12 +1,15 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Options of the zero-memory gate (module_utils/_gate.py GATE_ARGS). Private to this collection."""
+"""Options of the zero-memory gate (module_utils/_gate.py GATE_ARGS), written once: gpu_memory_gate takes them as its
+own options (DOCUMENTATION), gpu_release as the suboptions of its gate (RELEASE, the same text with each O() made
+O(gate.NAME)). Private to this collection."""
 from __future__ import annotations
 
+import re
 
-class ModuleDocFragment:
-    DOCUMENTATION = r'''
-options:
+# The gate's options at the top level; O(NAME) names one of them (or of the runner's target, which the release's gate
+# has too)
+GATE_OPTIONS = r'''
   gpus:
     description:
       - GPU indexes (as C(nvidia-smi) numbers them) to check. Empty checks every GPU.
@@ -92,8 +95,8 @@ options:
         read) is unknown, never healthy; under V(refuse) it refuses, saying it is unknown.
       - Unset, there is no health stage. V({}) runs it with every default below.
       - Refused by the health stage, the gate reads no memory. M(gpuserve.sglang.gpu_release) runs its gate after
-        the kill; to refuse before anything is stopped, run this module with O(memory=false) first (the
-        sglang_server role does).
+        the kill; to refuse before anything is stopped, run M(gpuserve.sglang.gpu_memory_gate) with
+        O(gpuserve.sglang.gpu_memory_gate#module:memory=false) first (the sglang_server role does).
     type: dict
     suboptions:
       xid:
@@ -172,3 +175,42 @@ options:
         boot counts.
     type: float
 '''
+
+
+def _indent(text, spaces):
+    return "".join((" " * spaces + line) if line.strip() else line for line in text.splitlines(True))
+
+
+def _in_gate(text):
+    """The options as suboptions of gpu_release's gate: every O() reference of this collection's own made O(gate.X)."""
+    return re.sub(r"O\((?!gpuserve\.)", "O(gate.", text)
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = "options:" + GATE_OPTIONS
+
+    RELEASE = r'''
+options:
+  gate:
+    description:
+      - The zero-memory gate run last, as M(gpuserve.sglang.gpu_memory_gate) runs it, plus O(gate.enabled). It reads
+        where O(gate.target) says, by default on the host the module runs on (where C(nvidia-smi) sees every GPU),
+        not in O(target).
+    type: dict
+    suboptions:
+      enabled:
+        description: Whether to run the gate.
+        type: bool
+        default: true
+      target:
+        description: Where C(nvidia-smi) runs, as O(target) takes it.
+        type: str
+        choices: [local, pct, lxc]
+        default: local
+      vmid:
+        description: Container id when O(gate.target=pct).
+        type: int
+      container_name:
+        description: Container name when O(gate.target=lxc).
+        type: str
+''' + _indent(_in_gate(GATE_OPTIONS), 4).lstrip("\n")

@@ -18,18 +18,13 @@ description:
     missing indexes and a hung C(nvidia-smi) each fail the task with the raw output and what to do.
   - Read-only; never reports a change.
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
   - gpuserve.sglang._target
   - gpuserve.sglang._gate
 attributes:
   check_mode:
     support: full
     details: In check mode the gate reads exactly once and judges that read, without waiting.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 seealso:
   - module: gpuserve.sglang.gpu_release
 author:

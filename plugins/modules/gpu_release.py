@@ -22,8 +22,9 @@ description:
     monitoring daemons too; this module lists them under RV(skipped_protected) instead.
   - Reports a change only when it killed something.
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
   - gpuserve.sglang._target
+  - gpuserve.sglang._gate.release
 attributes:
   check_mode:
     support: full
@@ -33,9 +34,6 @@ attributes:
   diff_mode:
     support: full
     details: The diff's C(before) lists the killed processes, one C(PID cmdline) a line; C(after) is empty.
-  platform:
-    support: full
-    platforms: posix
 requirements:
   - In the target, C(ps) (procps), C(kill), C(ls) and C(fuser) (psmisc).
 options:
@@ -96,136 +94,6 @@ options:
       - Whether to kill what still holds a O(device_globs) node (step 4). V(false) skips that step.
     type: bool
     default: true
-  gate:
-    description:
-      - The zero-memory gate run last. Its options are those of M(gpuserve.sglang.gpu_memory_gate), plus
-        O(gate.enabled). It reads where O(gate.target) says, by default on the host the module runs on (where
-        C(nvidia-smi) sees every GPU), not in O(target).
-    type: dict
-    suboptions:
-      enabled:
-        description: Whether to run the gate.
-        type: bool
-        default: true
-      target:
-        description: Where C(nvidia-smi) runs; see O(target).
-        type: str
-        choices: [local, pct, lxc]
-        default: local
-      vmid:
-        description: Container id when O(gate.target=pct).
-        type: int
-      container_name:
-        description: Container name when O(gate.target=lxc).
-        type: str
-      gpus:
-        description: GPU indexes to check; empty checks every GPU.
-        type: list
-        elements: int
-        default: []
-      minors:
-        description:
-          - GPUs to check by device minor (the N of C(/dev/nvidiaN), what the container's C(devN) entries pass),
-            mapped to C(nvidia-smi)'s GPUs by UUID through O(gate.gpu_info_root); see
-            M(gpuserve.sglang.gpu_memory_gate). Only with O(gate.target=local); not with O(gate.gpus).
-        type: list
-        elements: int
-        default: []
-      gpu_info_root:
-        description: Where the driver lists its GPUs (C(<bus id>/information)); read only with O(gate.minors).
-        type: str
-        default: /proc/driver/nvidia/gpus
-      expected_count:
-        description: How many GPUs C(nvidia-smi) must list; any other count fails.
-        type: int
-      max_used_mib:
-        description: Highest C(memory.used) (MiB) each GPU may report.
-        type: int
-        default: 0
-      timeout:
-        description: Seconds to poll before failing.
-        type: float
-        default: 30
-      poll_interval:
-        description: Seconds between reads.
-        type: float
-        default: 0.05
-      backend:
-        description: V(nvidia-smi), or V(nvml) (v2 memory info, O(gate.target=local) only).
-        type: str
-        choices: [nvidia-smi, nvml]
-        default: nvidia-smi
-      nvidia_smi:
-        description: Path or name of C(nvidia-smi).
-        type: str
-        default: nvidia-smi
-      nvidia_smi_timeout:
-        description: Seconds one C(nvidia-smi) call may take.
-        type: float
-        default: 10
-      name_holders:
-        description: On failure, name the processes still holding memory and their containers.
-        type: bool
-        default: true
-      health:
-        description:
-          - The health stage before the memory poll, as O(gpuserve.sglang.gpu_memory_gate#module:health), where
-            each check is described. Here the Xid checks count from O(gate.xid_since), and O(gate.health.missing)
-            expects the GPUs of O(gate.expected_count), O(gate.gpus) or O(gate.minors). Unset, none; V({}) with
-            every default.
-        type: dict
-        suboptions:
-          xid:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.xid).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: refuse
-          xid_other:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.xid_other).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: warn
-          row_remap:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.row_remap).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: refuse
-          ecc:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.ecc).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: refuse
-          missing:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.missing).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: refuse
-          pcie_link:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.pcie_link).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: warn
-          persistence:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.persistence).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: warn
-          clocks:
-            description: See O(gpuserve.sglang.gpu_memory_gate#module:health.clocks).
-            type: str
-            choices: [refuse, warn, ignore]
-            default: warn
-      memory:
-        description: Whether to run the zero-memory poll; V(false) runs the health stage only.
-        type: bool
-        default: true
-      dmesg:
-        description: Path or name of C(dmesg), for the Xid checks.
-        type: str
-        default: dmesg
-      xid_since:
-        description: Epoch seconds before which an Xid no longer counts; unset, since boot.
-        type: float
 seealso:
   - module: gpuserve.sglang.gpu_memory_gate
 author:

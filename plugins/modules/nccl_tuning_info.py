@@ -24,7 +24,8 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 options:
   read:
     description: What to read, V(state) or V(proof).
@@ -66,15 +67,6 @@ options:
     description: Seconds each command may take (coreutils C(timeout)); more than V(0).
     type: float
     default: 300.0
-attributes:
-  check_mode:
-    support: full
-    details: Read-only, runs in check mode too.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

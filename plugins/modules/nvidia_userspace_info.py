@@ -22,7 +22,8 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 options:
   scope:
     description: What to read, V(host) (the PVE host's kernel module) or V(container) (the container's userspace).
@@ -45,15 +46,6 @@ options:
     description: Seconds one C(nvidia-smi) call may take (coreutils C(timeout)); more than V(0).
     type: float
     default: 120.0
-attributes:
-  check_mode:
-    support: full
-    details: Read-only, runs in check mode too.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

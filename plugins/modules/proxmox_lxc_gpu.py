@@ -27,13 +27,15 @@ description:
     RV(restart_required) tells the caller that the running container does not have the new set yet.
 author:
   - gpuserve engineers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
 attributes:
   check_mode:
     support: full
-    description: Computes and reports the change and the diff; changes nothing and restarts nothing.
+    details: Computes and reports the change and the diff; changes nothing and restarts nothing.
   diff_mode:
     support: full
-    description: The container's C(devN) lines before and after, as C(pct config) prints them.
+    details: The container's C(devN) lines before and after, as C(pct config) prints them.
 options:
   vmid:
     description: The container's id.

@@ -19,7 +19,8 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 options:
   nvidia_smi:
     description: nvidia-smi executable.
@@ -39,15 +40,6 @@ options:
     description: Fail when fewer GPUs answer; V(0) to skip.
     type: int
     default: 0
-attributes:
-  check_mode:
-    support: full
-    details: Read-only, runs in check mode too.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

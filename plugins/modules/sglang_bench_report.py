@@ -21,7 +21,7 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
 options:
   dest:
     description: Report directory; created if missing.
@@ -78,11 +78,6 @@ attributes:
   check_mode:
     support: full
     details: In check mode the verdict is computed and nothing is written.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -21,7 +21,7 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
 options:
   python:
     description: Interpreter of the SGLang venv (the client must be the pinned SGLang's own).
@@ -126,11 +126,6 @@ attributes:
     details:
       - In check mode nothing is sent to the server. The client is found (and imported with O(import_client)),
         the dataset and tokenizer paths are checked, and the argv that would run is returned.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

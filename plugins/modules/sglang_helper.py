@@ -28,7 +28,7 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
 options:
   lib:
     description:
@@ -51,11 +51,6 @@ attributes:
     support: full
     details: Reports in RV(changed_files) which files would be written or have their mode changed, and writes
       nothing.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -31,7 +31,7 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
 options:
   read:
     description: What to read, V(state) (before the install) or V(facts) (after it).
@@ -85,11 +85,6 @@ attributes:
     support: full
     details: Reads as outside check mode, and runs the import check unless O(smoke_record) holds a valid record; it
       neither writes nor removes the record.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

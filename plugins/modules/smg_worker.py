@@ -27,7 +27,7 @@ description:
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
+  - gpuserve.sglang._attributes
 options:
   gateway_url:
     description: The gateway's base URL, for example V(http://10.66.0.1:30080).
@@ -127,11 +127,6 @@ attributes:
   check_mode:
     support: full
     details: Reads the gateway and reports what it would change; sends nothing that changes it.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 notes:
   - The HTTP requests are made from the host the task runs on; delegate it to a host that reaches the gateway.
 """

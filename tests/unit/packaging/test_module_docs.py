@@ -1,12 +1,9 @@
 """Every module's documented options, with its doc fragments merged in as ansible-doc merges them, agree with the
 argument spec the module builds: names, types, elements, defaults, required and choices, suboptions included.
 
-The gate's options are written three times (plugins/doc_fragments/_gate.py, module_utils/_gate.py GATE_ARGS, and
-gpu_release's O(gate) suboptions); the module documentation is generated from the fragment, so these tests are
-what keeps the three in step (ansible-test's validate-modules checks the same on the built artifact, later).
-gpu_release's O(gate.health) checks carry no text of their own: each points at gpu_memory_gate's (the fragment's),
-since Ansible merges a fragment's options at the top level only (a fragment section for O(gate) would be a second
-literal copy, its O() references made relative to gate).
+The gate's options are written twice (plugins/doc_fragments/_gate.py, module_utils/_gate.py GATE_ARGS); gpu_release's
+O(gate) suboptions are the fragment's text again (its RELEASE section, built from the same string), so these tests
+are what keeps the two in step (ansible-test's validate-modules checks the same on the built artifact, later).
 It reads the repository's files, like the other packaging tests, so it stays out of the artifact (galaxy.yml
 build_ignore: tests/unit/packaging)."""
 import importlib
@@ -47,7 +44,7 @@ def documented(name):
         if fragment.startswith("ansible.builtin."):
             continue
         assert fragment.startswith("gpuserve.sglang."), fragment
-        extra = fragment_options(fragment.split(".")[-1])
+        extra = fragment_options(*fragment.split(".")[2:])
         assert not set(extra) & set(options), (fragment, set(extra) & set(options))
         options.update(extra)
     return options
@@ -72,9 +69,9 @@ def test_module_docs_agree_with_the_argument_spec(monkeypatch, name):
     assert from_doc(documented(name)) == from_spec(built_spec(monkeypatch, name))
 
 
-def fragment_options(fragment):
+def fragment_options(fragment, section="documentation"):
     module = importlib.import_module("%s.doc_fragments.%s" % (PACKAGE, fragment))
-    return yaml.safe_load(module.ModuleDocFragment.DOCUMENTATION)["options"]
+    return yaml.safe_load(getattr(module.ModuleDocFragment, section.upper()))["options"]
 
 
 def test_the_gate_fragment_agrees_with_gate_args():
@@ -99,11 +96,22 @@ def test_a_drifted_default_is_seen(monkeypatch):
     assert from_doc(fragment_options("_gate")) != from_spec(_gate.GATE_ARGS)
 
 
-def test_gpu_releases_health_checks_point_at_the_fragments_text():
-    """Each check of gpu_release's gate.health is described once, in the fragment: its own description is the link."""
-    checks = fragment_options("_gate")["health"]["suboptions"]
-    release = documented("gpu_release")["gate"]["suboptions"]["health"]["suboptions"]
-    assert sorted(release) == sorted(checks)
-    wrong = {name: opt["description"] for name, opt in release.items()
-             if opt["description"] != "See O(gpuserve.sglang.gpu_memory_gate#module:health.%s)." % name}
-    assert wrong == {}, "describe the check in plugins/doc_fragments/_gate.py and link it from gpu_release"
+def test_gpu_releases_gate_is_the_fragments_text_with_its_references_made_relative():
+    """Each gate option is described once, in the fragment; gpu_release's gate takes the same words, each O() of the
+    gate's own made O(gate.NAME)."""
+    gate = fragment_options("_gate")
+    sub = documented("gpu_release")["gate"]["suboptions"]
+    assert sub["minors"]["description"][1] == (
+        "Only with O(gate.target=local) (the PVE host). Not together with O(gate.gpus). Empty selects by O(gate.gpus).")
+    for name, opt in gate.items():
+        assert yaml.safe_dump(sub[name], width=1000).replace("O(gate.", "O(") == yaml.safe_dump(opt, width=1000), name
+    assert "O(gpuserve.sglang.gpu_memory_gate#module:memory=false)" in yaml.safe_dump(sub["health"])
+
+
+def test_every_module_takes_the_attributes_fragment():
+    """check mode, diff and platform are described once (plugins/doc_fragments/_attributes.py); a module adds what
+    its check mode does."""
+    for name in MODULES:
+        doc = yaml.safe_load(importlib.import_module("%s.modules.%s" % (PACKAGE, name)).DOCUMENTATION)
+        assert "gpuserve.sglang._attributes" in doc["extends_documentation_fragment"], name
+        assert "platform" not in (doc.get("attributes") or {}), name
