@@ -1,6 +1,7 @@
 # Copyright: gpuserve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parse NVIDIA driver versions and GPU counts, and decide whether a container needs the userspace installed.
+"""NVIDIA driver versions and GPU counts for the roles, and whether a container needs the userspace installed; the
+driver version itself is read by _nvidia_smi.
 
 Used by the nvidia_userspace role: the container's userspace (libnvidia-ml & co.) must be exactly the host
 kernel module's version, or every NVML call fails with "Driver/library version mismatch".
@@ -10,21 +11,10 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
+    MISMATCH_RE, SmiError, parse_driver_version, parse_nvml_library_version)
+
 _VERSION = r"(\d{3,4}\.\d{1,3}(?:\.\d{1,3})?)"
-# Order matters: the most specific source first.
-_PATTERNS = (
-    # /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
-    re.compile(r"^NVRM version:.*?\s" + _VERSION + r"\s", re.M),
-    # plain nvidia-smi banner: "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0 |"
-    re.compile(r"Driver Version:\s*" + _VERSION),
-    # nvidia-smi --version: "DRIVER version : 580.159.04"
-    re.compile(r"^DRIVER version\s*:\s*" + _VERSION, re.M),
-    # --query-gpu=driver_version[,count] --format=csv,noheader: "580.159.04, 8" (one line per GPU)
-    re.compile(r"^\s*" + _VERSION + r"\s*(?:,|$)", re.M),
-)
-_MISMATCH = re.compile(r"Driver/library version mismatch", re.I)
-# "NVML library version: 580.95" (printed by nvidia-smi after a mismatch)
-_NVML_LIB = re.compile(r"NVML library version:\s*" + _VERSION)
 _LIBNVML = re.compile(r"libnvidia-ml\.so\." + _VERSION + r"$")
 
 
@@ -37,36 +27,25 @@ def _text(value):
 
 
 def nvidia_driver_version(value, default=None):
-    """Driver version from /proc/driver/nvidia/version, an nvidia-smi csv query, `nvidia-smi --version` or the banner.
+    """The driver version in /proc/driver/nvidia/version or an nvidia-smi driver_version query (its text, or its
+    registered result), read by _nvidia_smi, the collection's one reader of it.
 
     Raises with the raw text when nothing parses, unless a default is given.
     """
     text = _text(value)
-    if _MISMATCH.search(text):
+    try:
+        if MISMATCH_RE.search(text):
+            raise SmiError("NVIDIA driver/library version mismatch, no usable version in: %r" % text[:400])
+        return parse_driver_version(str(value.get("stdout") or "") if isinstance(value, dict) else text)
+    except SmiError as exc:
         if default is not None:
             return default
-        raise AnsibleFilterError("NVIDIA driver/library version mismatch, no usable version in: %r" % text[:400])
-    found = None
-    for pattern in _PATTERNS:
-        match = pattern.search(text)
-        if match:
-            found = match.group(1)
-            break
-    if found is None:
-        if default is not None:
-            return default
-        raise AnsibleFilterError("no NVIDIA driver version found in: %r" % text[:400])
-    if pattern is _PATTERNS[3]:
-        # every GPU line reports the same driver; different values mean the output is not what we think
-        versions = set(re.findall(r"^\s*" + _VERSION + r"\s*(?:,|$)", text, re.M))
-        if len(versions) != 1:
-            raise AnsibleFilterError("conflicting driver versions %s in: %r" % (sorted(versions), text[:400]))
-    return found
+        raise AnsibleFilterError(exc.msg) from None
 
 
 def nvidia_driver_mismatch(value):
     """True when nvidia-smi/NVML reported a kernel module vs userspace library version mismatch."""
-    return bool(_MISMATCH.search(_text(value)))
+    return bool(MISMATCH_RE.search(_text(value)))
 
 
 def nvidia_gpu_count(value):
@@ -130,8 +109,7 @@ def nvidia_userspace_plan(host_version, library_version=None, smi=None):
     if installed is None and isinstance(smi, dict) and smi.get("rc") == 0:
         installed = nvidia_driver_version(smi, default="") or None
     if installed is None and isinstance(smi, dict) and mismatch:
-        match = _NVML_LIB.search(_text(smi))
-        installed = match.group(1) if match else None
+        installed = parse_nvml_library_version(_text(smi))
     if mismatch:
         reason = "container userspace %s does not match host kernel module %s (Driver/library version mismatch)" % (
             installed or "unknown", host)

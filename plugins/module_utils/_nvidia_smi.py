@@ -17,12 +17,18 @@ CSV_WITH_UNITS = '--format=csv,noheader'
 MIB = 1024 * 1024
 
 UUID_RE = re.compile(r'^(GPU|MIG)-[0-9A-Fa-f-]+$')
+# /proc/driver/nvidia/version, the loaded kernel module: "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64
+# 580.159.04  Release Build ..."
+KERNEL_MODULE_RE = re.compile(r'^NVRM version:.*?[ \t](\d+\.\d+(?:\.\d+)?)[ \t]', re.M)
+# nvidia-smi after a kernel module and userspace of different versions: "NVML library version: 580.95"
+MISMATCH_RE = re.compile(r'Driver/library version mismatch', re.I)
+NVML_LIBRARY_RE = re.compile(r'NVML library version:\s*(\d+\.\d+(?:\.\d+)?)')
 # [N/A], [Not Supported], [Unknown Error], [GPU is lost]...: each means "no figure", never "zero".
 NOT_A_NUMBER_RE = re.compile(r'^\[.*\]$')
 
 # Known failure texts -> what the operator should do. Checked in order against stdout + stderr.
 DIAGNOSES = (
-    (re.compile(r'Driver/library version mismatch', re.I),
+    (MISMATCH_RE,
      'the loaded kernel module and the NVIDIA userspace differ (driver upgraded without a reboot, or a '
      'container userspace that does not match the host driver): reboot the host or install the matching '
      'userspace version'),
@@ -82,12 +88,23 @@ def list_query(nvidia_smi):
 
 
 def parse_driver_version(text):
-    """`--query-gpu=driver_version` output (one line per GPU) -> the one version every GPU reports."""
-    versions = sorted(set(line.strip() for line in text.splitlines() if line.strip()))
+    """The one driver version in text, the collection's only reader of it: /proc/driver/nvidia/version (the loaded
+    kernel module's), or `--query-gpu=driver_version[,count]` output (one line per GPU, the version first), which
+    every GPU must report alike."""
+    module = KERNEL_MODULE_RE.search(text)
+    if module:
+        return module.group(1)
+    versions = sorted(set(line.split(',')[0].strip() for line in text.splitlines() if line.strip()))
     if len(versions) != 1 or not versions[0][:1].isdigit():
         raise SmiError('nvidia-smi driver_version query gave %r: expected one version for every GPU' % text[:500],
                        text)
     return versions[0]
+
+
+def parse_nvml_library_version(text):
+    """The userspace's NVML version nvidia-smi names after a driver/library version mismatch, or None."""
+    match = NVML_LIBRARY_RE.search(text)
+    return match.group(1) if match else None
 
 
 def check_result(res, what):

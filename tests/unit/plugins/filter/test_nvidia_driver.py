@@ -32,15 +32,15 @@ def test_version_from_real_proc_file():
     assert nvidia_driver_version(fixture("driver_version.out")) == "580.159.04"
 
 
-def test_version_from_real_plain_banner():
-    assert nvidia_driver_version(fixture("plain.out")) == "580.159.04"
+def test_the_banner_is_not_a_version_source():
+    """The collection reads the version from the driver_version query or /proc, nowhere else."""
+    with pytest.raises(AnsibleFilterError):
+        nvidia_driver_version(fixture("plain.out"))
 
 
 @pytest.mark.parametrize("text,want", [
     ("580.159.04, 8\n" * 8, "580.159.04"),
     ("580.159.04\n", "580.159.04"),
-    ("NVIDIA-SMI version  : 580.159.04\nNVML version        : 580.159\nDRIVER version      : 580.159.04\n",
-     "580.159.04"),
     ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n", "535.104.05"),
     ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86  Release Build\n", "570.86"),
 ])
@@ -50,6 +50,7 @@ def test_version_formats(text, want):
 
 def test_version_from_registered_result():
     assert nvidia_driver_version(smi("580.159.04, 2\n580.159.04, 2")) == "580.159.04"
+    assert nvidia_driver_version(smi("580.159.04, 2\n", stderr="a warning\n")) == "580.159.04"
 
 
 @pytest.mark.parametrize("text", ["", "bash: nvidia-smi: command not found", fixture("bad_index.out"),
@@ -61,7 +62,7 @@ def test_version_fails_closed(text):
 
 
 def test_version_conflicting_lines():
-    with pytest.raises(AnsibleFilterError, match="conflicting"):
+    with pytest.raises(AnsibleFilterError, match="expected one version for every GPU"):
         nvidia_driver_version("580.159.04, 2\n580.95.05, 2\n")
 
 

@@ -407,13 +407,21 @@ def test_query_builds_every_query_the_collection_makes():
     ('580.159.04\n', '580.159.04'),
     ('580.159.04\n580.159.04\n\n  580.159.04  \n', '580.159.04'),
     ('9.1\n', '9.1'),  # a version starts with a digit, however many the major has
+    ('580.159.04, 8\n580.159.04, 8\n', '580.159.04'),  # the driver_version,count query
+    # /proc/driver/nvidia/version: the loaded kernel module's
+    ('NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)\nGCC version: 15\n',
+     '580.159.04'),
+    ('NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n', '535.104.05'),
+    ('NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86 Release\n', '570.86'),
 ])
 def test_parse_driver_version_reads_the_one_version(text, version):
     assert smi.parse_driver_version(text) == version
 
 
 @pytest.mark.parametrize('text', [
-    '', '\n \n', '580.159.04\n575.57.08\n', '[N/A]\n', 'No devices were found\n',
+    '', '\n \n', '580.159.04\n575.57.08\n', '[N/A]\n', 'No devices were found\n', '580.159.04, 8\n575.57.08, 8\n',
+    'NVRM version: NVIDIA UNIX Kernel Module  580.159.04\n',  # no space after: not the /proc line's layout
+    '  NVRM version: x 580.159.04 Release\n',
 ])
 def test_parse_driver_version_refuses_anything_but_one_version(text):
     with pytest.raises(smi.SmiError) as exc:
@@ -424,3 +432,18 @@ def test_parse_driver_version_refuses_anything_but_one_version(text):
     with pytest.raises(smi.SmiError) as exc:
         smi.parse_driver_version(long_text)
     assert exc.value.msg.endswith('%r: expected one version for every GPU' % long_text[:500])
+
+
+@pytest.mark.parametrize('text, version', [
+    ('Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n', '580.95'),
+    ('NVML library version:580.95.05', '580.95.05'),
+    ('Failed to initialize NVML: Driver/library version mismatch\n', None),
+    ('NVML library version: unknown', None),
+])
+def test_the_nvml_library_version_after_a_mismatch(text, version):
+    assert smi.parse_nvml_library_version(text) == version
+
+
+def test_the_mismatch_text_is_one_pattern():
+    assert smi.MISMATCH_RE.search('failed: DRIVER/LIBRARY VERSION MISMATCH')
+    assert smi.DIAGNOSES[0][0] is smi.MISMATCH_RE
