@@ -1,5 +1,12 @@
 """The poll loop (fake clock), holder naming from /proc/PID/cgroup, and fail-closed reads through the runner; and,
-exactly, poll's sleeps, deadline and result, the messages, and what run_gate hands back."""
+exactly, poll's sleeps, deadline and result, the messages, and what run_gate hands back.
+
+The gate by device minor (option minors): a container's /dev/nvidiaN are found in nvidia-smi's list by UUID
+through the driver's information files, on a host where minor and index differ, so the gate for one container
+never waits on another container's GPUs.
+
+The gate's health stage (_gate.run_gate with the option health): before the memory poll, refusing a GPU that
+cannot serve with the GPU and the check named, warning on what only slows, reading nothing when it is off."""
 import os
 import sys
 
@@ -8,9 +15,14 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate as gate
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import MIB, SmiError, SmiReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
+from ansible_collections.gpuserve.sglang.plugins.module_utils._gate import GATE_ARGS
 
 from ansible_collections.gpuserve.sglang.tests.support.gate import Clock, Smi, params
 from ansible_collections.gpuserve.sglang.tests.support.nvidia_smi import FIX, UUID, FakeNvml, capture, four_fields
+from ansible_collections.gpuserve.sglang.tests.support.gpu_map import exactly, info_text
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import UUID as HEALTH_UUID
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import XID13_OTHER_GPU, XID79, with_field
+from ansible_collections.gpuserve.sglang.tests.support.gpu_health import capture as health_capture
 
 
 def run(module, clock, check=False, proc_root='/nonexistent', **kw):
@@ -599,3 +611,279 @@ def test_run_gate_gives_no_advice_when_holders_were_not_read():
     with pytest.raises(gate.GateFailed) as exc:
         run(module, clock, timeout=0.01, name_holders=False)
     assert gate.ORPHAN_ADVICE not in exc.value.msg and exc.value.msg.endswith('no compute process listed')
+
+
+# The gate by device minor (option minors): a container's /dev/nvidiaN are found in nvidia-smi's list by UUID
+
+# Four GPUs in PCI order (nvidia-smi's index = position on the bus); the driver gave them minors 2, 3, 0, 1.
+MINOR_HOST = [  # (index, uuid, bus id, minor)
+    (0, 'GPU-00000000-0000-4000-8000-00000000000a', '0000:18:00.0', 2),
+    (1, 'GPU-00000000-0000-4000-8000-00000000000b', '0000:2a:00.0', 3),
+    (2, 'GPU-00000000-0000-4000-8000-00000000000c', '0000:3a:00.0', 0),
+    (3, 'GPU-00000000-0000-4000-8000-00000000000d', '0000:5d:00.0', 1),
+]
+
+
+@pytest.fixture
+def info_root(tmp_path):
+    root = tmp_path / 'gpus'
+    for _index, uuid, bus, minor in MINOR_HOST:
+        (root / bus).mkdir(parents=True)
+        (root / bus / 'information').write_text(info_text(minor, uuid, bus))
+    return str(root)
+
+
+class MinorHost:
+    """nvidia-smi on that host: memory.used per index; answers the gate's two queries."""
+
+    def __init__(self, clock, used, listed=None):
+        self.clock, self.used, self.listed, self.calls = clock, used, MINOR_HOST if listed is None else listed, []
+
+    def get_bin_path(self, name, required=False):
+        return '/usr/bin/' + name
+
+    def gpu_lines(self):
+        return ''.join('%d, %s, %d, 143771\n' % (index, uuid, self.used.get(index, 0))
+                       for index, uuid, _b, _m in self.listed)
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append(argv)
+        self.clock.now += self.clock.cost
+        if any(a.startswith('--query-compute-apps') for a in argv):
+            return 0, ''.join('%s, %d, %d\n' % (uuid, 4000 + index, self.used[index])
+                              for index, uuid, _b, _m in self.listed if self.used.get(index)), ''
+        return 0, self.gpu_lines(), ''
+
+
+def run_minors(module, clock, **kw):
+    return gate.run_gate(module, params(**kw), False, '/nonexistent', clock, clock.sleep)
+
+
+def test_the_gate_watches_the_gpus_behind_the_minors_not_the_same_indexes(info_root):
+    # /dev/nvidia0 and /dev/nvidia1 are GPUs 2 and 3; GPUs 0 and 1 (another container's) are busy
+    clock = Clock()
+    module = MinorHost(clock, used={0: 80000, 1: 80000})
+    res = run_minors(module, clock, minors=[0, 1], gpu_info_root=info_root, timeout=1.0)
+    assert res['passed'] and res['polls'] == 1
+    assert [(g['index'], g['minor'], g['used_mib']) for g in res['gpus']] == [(2, 0, 0), (3, 1, 0)]
+
+
+def test_the_gate_waits_for_its_own_gpus_and_names_them_by_index(info_root):
+    # minor 2 is GPU 0: held, so the gate for minors 2 and 3 fails, naming GPU 0 and its holder
+    clock = Clock()
+    module = MinorHost(clock, used={0: 80000})
+    with pytest.raises(gate.GateFailed, match=r'GPU 0 still holds 80000 MiB \(limit 0\): pid 4000') as exc:
+        run_minors(module, clock, minors=[3, 2], gpu_info_root=info_root, timeout=0.2, poll_interval=0.05)
+    result = exc.value.result
+    assert not exc.value.read_error and result['polls'] > 1
+    assert [(g['index'], g['minor']) for g in result['gpus']] == [(0, 2), (1, 3)]
+
+
+def test_minors_count_every_gpu_for_expected_count(info_root):
+    clock = Clock()
+    module = MinorHost(clock, used={})
+    assert run_minors(module, clock, minors=[0], gpu_info_root=info_root, expected_count=4)['passed']
+    with pytest.raises(gate.GateFailed, match=r'^nvidia-smi lists 4 GPU\(s\), 8 expected: ') as exc:
+        run_minors(module, clock, minors=[0], gpu_info_root=info_root, expected_count=8)
+    assert exc.value.read_error and exc.value.result['raw'] == module.gpu_lines()
+
+
+@pytest.mark.parametrize('kw, says', [
+    (dict(minors=[0], gpus=[2]), 'give the GPUs to check as minors or as gpus (indexes), not both'),
+    (dict(minors=[0], target='pct', vmid=101),
+     'minors are read from {root} on this host: use target=local (the PVE host) with minors, not target=pct'),
+    (dict(minors=[0, 7, 9]), 'cannot map device minors to GPUs: no GPU has device minor 7, 9 (known: 0, 1, 2, 3)'),
+])
+def test_a_selection_that_cannot_be_made_fails_before_any_read(info_root, kw, says):
+    clock = Clock()
+    module = MinorHost(clock, used={})
+    with pytest.raises(gate.GateFailed, match=exactly(says.format(root=info_root))) as exc:
+        run_minors(module, clock, gpu_info_root=info_root, **kw)
+    assert exc.value.read_error and module.calls == []
+
+
+def test_no_driver_information_fails_closed(tmp_path):
+    clock = Clock()
+    module = MinorHost(clock, used={})
+    absent = str(tmp_path / 'absent')
+    with pytest.raises(gate.GateFailed, match=exactly('cannot map device minors to GPUs: cannot list %s (No such file '
+                                                      'or directory): is the nvidia kernel module loaded?' % absent)):
+        run_minors(module, clock, minors=[0], gpu_info_root=absent)
+    assert module.calls == []
+
+
+def test_a_gpu_the_driver_lists_and_nvidia_smi_does_not_fails_closed(info_root):
+    # GPU 3 (minor 1) fell out of nvidia-smi's list: it must not read as free
+    clock = Clock()
+    module = MinorHost(clock, used={}, listed=MINOR_HOST[:3])
+    with pytest.raises(gate.GateFailed, match=exactly(
+            'nvidia-smi does not list the GPU(s) behind device minor(s) [1] (the driver does): check `nvidia-smi -L` '
+            'and %s' % info_root)) as exc:
+        run_minors(module, clock, minors=[0, 1], gpu_info_root=info_root)
+    assert exc.value.read_error and exc.value.result['raw'] == module.gpu_lines()
+
+
+def test_without_minors_the_information_is_not_read(tmp_path):
+    clock = Clock()
+    module = MinorHost(clock, used={0: 5})
+    res = run_minors(module, clock, gpus=[2, 3], gpu_info_root=str(tmp_path / 'absent'))
+    assert res['passed'] and [g['index'] for g in res['gpus']] == [2, 3]
+    assert 'minor' not in res['gpus'][0]
+
+
+# The gate's health stage (_gate.run_gate with the option health): before the memory poll, refusing a GPU that
+
+HEALTHY = health_capture('health_csv_noheader')
+MEMORY = '0, %s, 0, 143771\n' % HEALTH_UUID
+
+
+class HealthHost:
+    """A PVE host with the captured H200: answers the health query, dmesg and the memory query."""
+
+    def __init__(self, health=HEALTHY, dmesg=(0, health_capture('dmesg_xid'), ''), memory=MEMORY):
+        self.health, self.dmesg, self.memory, self.calls, self.warnings = health, dmesg, memory, [], []
+
+    def get_bin_path(self, name, required=False):
+        return '/usr/bin/' + name
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+    def run_command(self, argv, **kwargs):
+        argv = argv[3:]  # timeout --kill-after=1 Ns
+        self.calls.append(argv[0] if argv[0] != 'nvidia-smi' else argv[1].split('=')[0] + (
+            '=health' if 'pcie' in argv[1] else ''))
+        if argv[0].endswith('dmesg'):
+            return self.dmesg
+        if 'pcie.link.gen.current' in argv[1]:
+            return 0, self.health, ''
+        return 0, self.memory, ''
+
+
+def run_health(host, proc_root='/nonexistent', check=False, **kw):
+    params = dict((k, v.get('default')) for k, v in GATE_ARGS.items())
+    params.update(target='local', vmid=None, container_name=None, gpu_info_root='/nonexistent', timeout=0)
+    params.update(kw)
+    return gate.run_gate(host, params, check, proc_root, lambda: 0.0, lambda s: None)
+
+
+def test_off_unless_asked_the_gate_reads_memory_only():
+    host = HealthHost()
+    res = run_health(host)
+    assert res['passed'] and 'health' not in res and host.calls == ['--query-gpu']
+
+
+def test_a_healthy_gpu_passes_health_then_memory_in_that_order():
+    host = HealthHost()
+    res = run_health(host, health={})
+    assert res['passed'] and res['health']['passed'] and res['health']['findings'] == []
+    assert host.calls == ['--query-gpu=health', 'dmesg', '--query-gpu']
+    assert res['health']['kernel_log'] == 'read' and res['health']['gpus'][0]['uuid'] == HEALTH_UUID
+    assert res['health']['checks'] == dict((c, a) for c, a in gate.health.DEFAULT_ACTIONS.items())
+
+
+@pytest.mark.parametrize('host, check', [
+    (HealthHost(dmesg=(0, XID79, '')), 'xid'),
+    (HealthHost(health=with_field('remapped_rows.pending', 'Yes')), 'row_remap'),
+    (HealthHost(health=with_field('remapped_rows.failure', 'Yes')), 'row_remap'),
+    (HealthHost(health=with_field('ecc.errors.uncorrected.volatile.total', '2')), 'ecc'),
+    (HealthHost(dmesg=(1, '', 'dmesg: read kernel buffer failed: Operation not permitted')), 'xid'),
+])
+def test_each_refusal_class_fails_before_any_memory_poll(host, check):
+    with pytest.raises(gate.GateFailed) as err:
+        run_health(host, health={})
+    assert err.value.health_refused and not err.value.read_error
+    assert '--query-gpu' not in host.calls  # the memory poll never ran
+    assert err.value.msg.startswith('GPU health: not starting on a GPU that cannot serve')
+    assert 'GPU 0 (bus 0000:00:06.0): %s' % check in err.value.msg
+    assert err.value.result['health']['refused'] and not err.value.result['passed']
+
+
+def test_a_missing_gpu_is_refused_by_the_health_stage():
+    with pytest.raises(gate.GateFailed) as err:
+        run_health(HealthHost(), health={}, expected_count=8)
+    assert 'host: missing: nvidia-smi lists 1 GPU(s), 8 expected' in err.value.msg
+    with pytest.raises(gate.GateFailed, match='GPU index 3 is not listed'):
+        run_health(HealthHost(), health={}, gpus=[0, 3])
+
+
+def test_what_only_slows_warns_through_the_module_and_passes():
+    host = HealthHost(health=with_field('pcie.link.width.current', '8'), dmesg=(0, XID13_OTHER_GPU, ''))
+    res = run_health(host, health={})
+    assert res['passed'] and len(res['health']['warnings']) == 1
+    assert host.warnings == ['GPU health: ' + res['health']['warnings'][0]]
+    assert 'pcie_link: Gen 5 x8 (max Gen 5 x16)' in host.warnings[0]
+
+
+def test_a_check_set_to_refuse_or_ignore_follows_the_option():
+    with pytest.raises(gate.GateFailed, match='pcie_link'):
+        run_health(HealthHost(health=with_field('pcie.link.gen.current', '4')), health={'pcie_link': 'refuse'})
+    host = HealthHost(dmesg=(0, XID79, ''))
+    assert run_health(host, health={'xid': 'ignore', 'xid_other': 'ignore'})['passed']
+    assert 'dmesg' not in host.calls  # nothing asks the kernel log
+
+
+def test_memory_false_reads_health_only():
+    host = HealthHost()
+    res = run_health(host, health={}, memory=False)
+    assert res['passed'] and host.calls == ['--query-gpu=health', 'dmesg']
+
+
+def test_xid_since_places_the_kernel_log_stamps_with_the_boot_time(tmp_path):
+    (tmp_path / 'stat').write_text('cpu  1 2 3\nbtime 1764740000\nprocesses 9\n')
+    host = HealthHost(dmesg=(0, XID79, ''))  # Xid 79 at 8123.0 s after boot
+    res = run_health(host, proc_root=str(tmp_path), health={}, xid_since=1764740000 + 8200)
+    assert res['passed'] and res['health']['xid_since_boot_s'] == 8200
+    with pytest.raises(gate.GateFailed, match='since 8000.0 s after boot'):
+        run_health(HealthHost(dmesg=(0, XID79, '')), proc_root=str(tmp_path), health={}, xid_since=1764740000 + 8000)
+    with pytest.raises(gate.GateFailed, match='since boot'):  # no boot time read: since boot
+        run_health(HealthHost(dmesg=(0, XID79, '')), health={}, xid_since=1764740000 + 8200)
+
+
+def test_the_minor_comes_from_the_driver_list_on_the_host(tmp_path):
+    info = tmp_path / '0000:00:06.0'
+    info.mkdir()
+    (info / 'information').write_text('GPU UUID: \t %s\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 3\n' % HEALTH_UUID)
+    with pytest.raises(gate.GateFailed, match=r'GPU 0 \(bus 0000:00:06.0, /dev/nvidia3\): ecc'):
+        run_health(HealthHost(health=with_field('ecc.errors.uncorrected.volatile.total', '1')), health={},
+                   gpu_info_root=str(tmp_path), minors=[3])
+
+
+def test_a_bad_health_option_fails_as_a_read_error():
+    with pytest.raises(gate.GateFailed, match='no check') as err:
+        run_health(HealthHost(), health={'xids': 'refuse'})
+    assert err.value.read_error
+
+
+def test_boot_time_reads_this_hosts_proc_stat_by_default():
+    with open('/proc/stat') as f:
+        btime = next(float(line.split()[1]) for line in f if line.startswith('btime '))
+    assert gate.boot_time() == btime
+
+
+def test_gpus_missing_behind_minors_are_named_in_minor_order():
+    params = dict(expected_count=None, gpus=[])
+    assert gate.health_missing([], params, {'GPU-a': 5, 'GPU-b': 2}) == [
+        'the GPU behind /dev/nvidia2 (GPU-b) is not listed', 'the GPU behind /dev/nvidia5 (GPU-a) is not listed']
+
+
+def test_the_stage_places_xid_since_on_this_hosts_boot_and_returns_the_raw_reading():
+    """health_stage on its own, with its default proc_root (this host's /proc) and a local runner."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._runner import Runner
+    host = HealthHost(dmesg=(0, XID79, ''))
+    params = dict((k, v.get('default')) for k, v in GATE_ARGS.items())
+    params.update(target='local', vmid=None, container_name=None, gpu_info_root='/nonexistent',
+                  xid_since=gate.boot_time() + 100)
+    res = gate.health_stage(params, Runner.from_params(host, params), None, gate.health.actions_of({}))
+    assert res['xid_since_boot_s'] == 100 and res['raw'] == HEALTHY
+    assert not res['passed'] and 'xid' in res['refused'][0]  # Xid 79 at 8123 s is after 100 s
+
+
+def test_a_gpu_behind_a_selected_minor_that_nvidia_smi_does_not_list_is_missing(tmp_path):
+    info = tmp_path / '0000:00:07.0'
+    info.mkdir()
+    unlisted = 'GPU-00000000-0000-0000-0000-000000000004'
+    (info / 'information').write_text('GPU UUID: \t %s\nBus Location: \t 0000:00:07.0\nDevice Minor: \t 4\n' % unlisted)
+    with pytest.raises(gate.GateFailed) as err:
+        run_health(HealthHost(), health={}, gpu_info_root=str(tmp_path), minors=[4])
+    assert err.value.health_refused and 'the GPU behind /dev/nvidia4 (%s) is not listed' % unlisted in err.value.msg
