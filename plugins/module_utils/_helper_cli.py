@@ -76,12 +76,14 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_lock impor
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_ready import cmd_wait_ready
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import cmd_source, cmd_state
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_validate import cmd_validate_args
+from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import source
 
 # Every module_utils file the installed helper imports (the closure of this file's imports), installed as they are.
 PACKAGE = (
     "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py", "_helper_env.py",
-    "_helper_ready.py", "_helper_state.py",
+    "_helper_ready.py", "_helper_state.py", "_helper_run.py",
     "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_install_fingerprint.py",
+    "_fingerprint_probe.py", "_python_script.py",
 )
 # Where under the lib folder the files go: their import name (ansible_collections.gpuserve.sglang.plugins.module_utils).
 PACKAGE_DIR = "ansible_collections/gpuserve/sglang/plugins/module_utils"
@@ -112,9 +114,7 @@ def files(lib, path, python):
     out = []
     for name in PACKAGE:
         module = importlib.import_module(package + "." + name[:-len(".py")])
-        source = module.__loader__.get_source(module.__name__)
-        out.append({"path": os.path.join(lib, PACKAGE_DIR, name), "mode": "0644",
-                    "content": source.decode("utf-8") if isinstance(source, bytes) else source})
+        out.append({"path": os.path.join(lib, PACKAGE_DIR, name), "mode": "0644", "content": source(module)})
     out.append({"path": path, "mode": "0755", "content": launcher(python, lib)})
     return out
 

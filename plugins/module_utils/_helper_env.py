@@ -10,11 +10,12 @@ _helper_validate takes the env-file parser from here, _helper_lock the /proc rea
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
-# commands itself, with no AnsibleModule to log or run_command through.
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import systemctl
+
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
+# AnsibleModule to log through; its commands go through _helper_run.
 # pylint: disable=ansible-bad-function
 
 
@@ -29,12 +30,22 @@ TITLE_PREFIX = "sglang::"  # every title SGLang sets (scheduler, detokenizer, ..
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd")
 
 
+class UnitError(Exception):
+    """systemctl could not say what the unit's control group is."""
+
+
+def _failed(result, error):
+    """Prints result with its error; the exit status of a command that could not read what it needed."""
+    result["error"] = error
+    print(json.dumps(result))
+    return 1
+
+
 def _control_group(unit):
-    out = subprocess.run(
-        ["systemctl", "show", "--property=ControlGroup", "--value", unit],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
-    return out
+    res = systemctl("show", "--property=ControlGroup", "--value", unit)
+    if res.rc != 0:
+        raise UnitError(f"systemctl show {unit} failed: {(res.err or res.out).strip()}")
+    return res.out.strip()
 
 
 def _cgroup_dir(group):
@@ -122,7 +133,10 @@ def cmd_env_proof():
         result["error"] = "no expected variables (empty env file and no --expected-json): nothing to prove"
         print(json.dumps(result))
         return 1
-    group = _control_group(opts.unit)
+    try:
+        group = _control_group(opts.unit)
+    except UnitError as exc:
+        return _failed(result, str(exc))
     result["control_group"] = group
     path = _cgroup_dir(group) if group else None
     if path is None:
@@ -193,10 +207,8 @@ def cmd_worker_env():
     result = {"ok": False, "unit": opts.unit, "control_group": None, "error": None}
     try:
         group = _control_group(opts.unit)
-    except subprocess.CalledProcessError as exc:
-        result["error"] = f"systemctl show {opts.unit} failed: {(exc.stderr or exc.stdout or '').strip()}"
-        print(json.dumps(result))
-        return 1
+    except UnitError as exc:
+        return _failed(result, str(exc))
     result["control_group"] = group
     path = _cgroup_dir(group) if group else None
     if path is None:

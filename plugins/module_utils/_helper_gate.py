@@ -1,57 +1,24 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpuserve-sglang gate and driver: the unit's ExecStartPre zero-memory gate and the driver version, with the
-collection's own gate (_gate.run_gate) and nvidia-smi queries (_nvidia_smi), run here by the runner below.
+collection's own gate (_gate.run_gate) and nvidia-smi queries (_nvidia_smi), run here by the helper's runner
+(_helper_run.LocalRunner).
 
 Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. _gate
 imports _runner (ansible-core) only inside the function that builds the controller's runner; in the container the
-gate runs with _LocalRunner.
+gate runs with _helper_run.LocalRunner.
 """
 import argparse
 import json
-import os
-import subprocess
 import sys
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _gate, _nvidia_smi
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import LocalRunner
 
-# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
-# commands itself, with no AnsibleModule to log or run_command through.
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
+# AnsibleModule to log through; its commands go through _helper_run.
 # pylint: disable=ansible-bad-function
-
-
-class _Result:
-    """What the gate reads from a command (the shape of _runner.Result, which needs ansible to import)."""
-
-    def __init__(self, argv, rc, out, err):
-        self.argv, self.rc, self.out, self.err = argv, rc, out, err
-
-    @property
-    def timed_out(self):
-        return self.rc in (124, 137)  # coreutils timeout: fired, or fired and had to SIGKILL
-
-    @property
-    def cmd(self):
-        return " ".join(self.argv)
-
-
-class _LocalRunner:
-    """The gate's runner in the container: argv under coreutils timeout, LC_ALL=C, stdin from /dev/null.
-    Not `local` for the gate: /proc/PID/cgroup inside a container cannot tell where a holder lives."""
-
-    local = False
-    target = "local"
-
-    def run(self, argv, timeout):
-        full = ["timeout", "--kill-after=1", "%gs" % timeout] + list(argv)
-        try:
-            # errors= makes the pipes text; surrogateescape keeps a byte that is not UTF-8 for the failure message
-            out = subprocess.run(full, stdin=subprocess.DEVNULL, capture_output=True, errors="surrogateescape",
-                                 env=dict(os.environ, LC_ALL="C"), check=False)
-        except OSError as exc:
-            return _Result(full, 127, "", str(exc))
-        return _Result(full, out.returncode, out.stdout, out.stderr)
 
 
 def cmd_driver():
@@ -62,7 +29,7 @@ def cmd_driver():
     parser.add_argument("--nvidia-smi", default="nvidia-smi")
     parser.add_argument("--timeout", type=float, default=10)
     opts = parser.parse_args(sys.argv[2:])
-    res = _LocalRunner().run(_nvidia_smi.driver_query(opts.nvidia_smi), opts.timeout)
+    res = LocalRunner().run(_nvidia_smi.driver_query(opts.nvidia_smi), opts.timeout)
     try:
         _nvidia_smi.check_result(res, "nvidia-smi driver_version query")
         version = _nvidia_smi.parse_driver_version(res.out)
@@ -88,7 +55,7 @@ def cmd_gate():
                   poll_interval=opts.poll_interval, nvidia_smi=opts.nvidia_smi,
                   nvidia_smi_timeout=opts.nvidia_smi_timeout)
     try:
-        result = _gate.run_gate(None, params, runner=_LocalRunner())
+        result = _gate.run_gate(None, params, runner=LocalRunner())
     except _gate.GateFailed as exc:
         result = dict(exc.result, error=exc.msg)
         sys.stderr.write(

@@ -8,28 +8,26 @@ gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only
 import argparse
 import json
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
-# commands itself, with no AnsibleModule to log or run_command through.
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import systemctl
+
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
+# AnsibleModule to log through; its commands go through _helper_run.
 # pylint: disable=ansible-bad-function
 
 
 def _unit_state(unit):
-    out = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False)
-    return out.stdout.strip() or "unknown"
+    return systemctl("is-active", unit).out.strip() or "unknown"
 
 
 def _main_started(unit):
     """When the unit's main process (the server, after ExecStartPre's gate) started, on CLOCK_MONOTONIC, which the
     container shares with systemd: seconds, or None when systemd has no such time (not started yet)."""
-    out = subprocess.run(["systemctl", "show", unit, "--property=ExecMainStartTimestampMonotonic", "--value"],
-                         capture_output=True, text=True, check=False)
-    value = out.stdout.strip()
+    value = systemctl("show", unit, "--property=ExecMainStartTimestampMonotonic", "--value").out.strip()
     return int(value) / 1e6 if value.isdigit() and int(value) > 0 else None
 
 

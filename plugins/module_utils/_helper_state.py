@@ -12,13 +12,13 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import properties, run
 
-# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
-# commands itself, with no AnsibleModule to log or run_command through.
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
+# AnsibleModule to log through; its commands go through _helper_run.
 # pylint: disable=ansible-bad-function
 
 
@@ -32,9 +32,9 @@ def _sha1(path):
 
 def _git_source(src):
     """{rc, error, commit, changes, dirty} of the tree at src, read by the collection's one reader (_git_tree);
-    dirty is None when git failed."""
-    git = subprocess.run(_git_tree.status_argv(src), capture_output=True, text=True, check=False)
-    return _git_tree.parse_status(git.returncode, git.stdout, git.stderr)
+    dirty is None when git failed (or could not start: rc 127)."""
+    git = run(_git_tree.status_argv(src))
+    return _git_tree.parse_status(git.rc, git.out, git.err)
 
 
 def cmd_source():
@@ -70,10 +70,8 @@ def cmd_state():
             pass
         except ValueError as exc:
             result["manifest"] = {"_error": f"unreadable manifest: {exc}"}
-    show = subprocess.run(["systemctl", "show", opts.unit,
-                           "--property=ActiveState,SubState,MainPID,ActiveEnterTimestamp,UnitFileState,LoadState"],
-                          capture_output=True, text=True, check=False)
-    result["unit"] = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
+    result["unit"] = properties(opts.unit, "ActiveState", "SubState", "MainPID", "ActiveEnterTimestamp",
+                                "UnitFileState", "LoadState")
     if opts.python:
         result["python_exists"] = os.access(opts.python, os.X_OK)
     print(json.dumps(result))

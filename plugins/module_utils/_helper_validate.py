@@ -19,16 +19,16 @@ import math
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _install_fingerprint
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_env import _env_file
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import run
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import _git_source
 
-# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON and runs its
-# commands itself, with no AnsibleModule to log or run_command through.
+# A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
+# AnsibleModule to log through; its commands go through _helper_run.
 # pylint: disable=ansible-bad-function
 
 
@@ -272,16 +272,10 @@ def _args_key(opts, argv):
     None, then the check always runs: the SGLang install (the collection's one recipe, _install_fingerprint, with the
     tree read by _git_tree), the argv, whether the models are checked, the SGLANG_* variables the check ran with,
     and the checks' own code: this file, _helper_validate.py (when the helper was one script, the whole script)."""
-    try:
-        tree = _git_source(opts.src)
-    except OSError:  # no git
-        return None
+    tree = _git_source(opts.src)  # no git: rc 127, no fingerprint
     python = os.path.join(opts.venv, "bin", "python")
-    try:
-        probe = subprocess.run(_install_fingerprint.probe_argv(python), capture_output=True, text=True, check=False)
-    except OSError:
-        return None
-    install = _install_fingerprint.install_fingerprint(tree, probe.returncode, probe.stdout,
+    probe = run(_install_fingerprint.probe_argv(python))  # a python that cannot start: rc 127, no fingerprint
+    install = _install_fingerprint.install_fingerprint(tree, probe.rc, probe.out,
                                                        _install_fingerprint.pyvenv_cfg_digest(opts.venv),
                                                        ARGS_CHECK_MODULE)
     if install is None:

@@ -17,17 +17,14 @@ import hashlib
 import json
 import os
 
-# Runs in the venv (python -I): what an import of SGLang depends on inside the venv.
-FINGERPRINT_PROBE = r'''
-import importlib.metadata as md, json, sys
-print(json.dumps({"python": sys.version, "dists": sorted({(d.metadata["Name"] or "", d.version)
-                                                          for d in md.distributions()})}))
-'''
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _fingerprint_probe
+from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import script_argv
 
 
 def probe_argv(python):
-    """The one command: the venv's Python, isolated (-I: no user site, no PYTHON* variables), lists itself."""
-    return [python, '-I', '-c', FINGERPRINT_PROBE]
+    """The one command: the venv's Python, isolated (-I: no user site, no PYTHON* variables), runs
+    _fingerprint_probe, which lists the venv."""
+    return script_argv(python, _fingerprint_probe)
 
 
 def pyvenv_cfg_digest(venv):

@@ -18,8 +18,10 @@ import os
 import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._git_tree import parse_status, status_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _venv_probe
 from ansible_collections.gpuserve.sglang.plugins.module_utils._install_fingerprint import (
     install_fingerprint, probe_argv, pyvenv_cfg_digest)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import script_argv
 
 SMOKE_MODULE = 'sglang.srt.server_args'
 TEXT_LIMIT = 65536  # a file under this size is returned with its text (the role compares rendered files)
@@ -39,59 +41,6 @@ INFO_ARGS = dict(
 )
 INFO_REQUIRED_IF = [('read', 'state', ('pin',))]
 
-# Runs in the venv (python -I): the sglang distribution, and whether every package of argv[1] and everything it
-# requires is installed at a version its requirement and the constraints of argv[2] allow, as pip's resolver sees it.
-VENV_PROBE = r'''
-import importlib.metadata as md, json, re, sys
-out = {"dist": {}, "intact": {"ok": False, "problems": [], "checked": 0}}
-try:
-    d = md.distribution("sglang")
-    out["dist"] = {"version": d.version, "direct_url": json.loads(d.read_text("direct_url.json") or "{}")}
-except md.PackageNotFoundError:
-    pass
-packages, constraints = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-try:
-    from pip._vendor.packaging.requirements import Requirement
-    from pip._vendor.packaging.version import Version
-except ImportError:
-    try:
-        from packaging.requirements import Requirement
-        from packaging.version import Version
-    except ImportError:
-        Requirement = None
-if Requirement is None:
-    out["intact"]["problems"].append("neither pip nor packaging is importable in the venv")
-else:
-    norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
-    problems = out["intact"]["problems"]
-    pins = {}
-    for line in constraints:
-        req = Requirement(line)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            pins.setdefault(norm(req.name), []).append(req)
-    todo, seen = [Requirement(p) for p in packages], set()
-    while todo:
-        req = todo.pop()
-        key = (norm(req.name), tuple(sorted(req.extras)))
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            dist = md.distribution(req.name)
-        except md.PackageNotFoundError:
-            problems.append("%s is not installed" % req)
-            continue
-        version = Version(dist.version)
-        for want in [req] + pins.get(key[0], []):
-            if not want.specifier.contains(version, prereleases=True):
-                problems.append("%s %s does not satisfy %s" % (req.name, dist.version, want))
-        for line in dist.requires or []:
-            sub = Requirement(line)
-            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in [""] + sorted(req.extras)):
-                todo.append(sub)
-    out["intact"].update(ok=not problems, checked=len(seen))
-print(json.dumps(out))
-'''
 VERSION_PROBE = 'import importlib.metadata as m; print(m.version("sglang"))'
 
 
@@ -147,8 +96,8 @@ def read_state(run, params):
     result['venv']['python_exists'] = os.access(python, os.X_OK)
     result['venv']['pyvenv_cfg'] = file_info(os.path.join(venv, 'pyvenv.cfg'))
     if result['venv']['python_exists']:
-        probe = command(run([python, '-I', '-c', VENV_PROBE, json.dumps(params['packages']),
-                             json.dumps(params['constraints'])]))
+        probe = command(run(script_argv(python, _venv_probe, json.dumps(params['packages']),
+                                        json.dumps(params['constraints']))))
         try:
             result['venv'].update(json.loads(probe['stdout']))
         except ValueError:

@@ -1,5 +1,5 @@
 """The container helper gpuserve-sglang (plugins/module_utils/_helper_*.py, the package _helper_cli.PACKAGE) as its
-tests run it: in-process through main() with its command line, with its outside world faked (subprocess.run, an
+tests run it: in-process through main() with its command line, with its outside world faked (its runner's subprocess.run, an
 args file, a tiny SGLang, a stand-in nvidia-smi), or installed into a folder and run by its launcher under another
 Python (the tests marked foreign_python)."""
 import argparse
@@ -59,6 +59,19 @@ def fake_run(calls, outputs):
         answer = outputs[argv[0]]
         return answer(argv, **kwargs) if callable(answer) else answer
     return run
+
+
+def fake_commands(monkeypatch, calls, outputs):
+    """Every command the helper runs (_helper_run.run, its one runner) answered by fake_run(calls, outputs)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_run
+    monkeypatch.setattr(_helper_run, "subprocess", types.SimpleNamespace(run=fake_run(calls, outputs),
+                                                                         DEVNULL=subprocess.DEVNULL))
+
+
+def run_kwargs():
+    """How _helper_run.run calls subprocess.run: no stdin, text that keeps any byte, the C locale, no exception."""
+    return {"stdin": subprocess.DEVNULL, "capture_output": True, "errors": "surrogateescape",
+            "env": dict(os.environ, LC_ALL="C"), "check": False}
 
 
 def completed(stdout="", stderr="", returncode=0):

@@ -9,14 +9,13 @@ import json
 import locale
 import os
 import sys
-import types
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import (
-    _helper_cli, _helper_env, _helper_exec, _helper_state)
+    _helper_cli, _helper_env, _helper_exec)
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
-    args_file, completed, fake_run, install_sglang, run_json, run_main)
+    args_file, completed, fake_commands, install_sglang, run_json, run_main)
 
 
 # ---------------------------------------------------------------------------------------------------- main / usage
@@ -87,8 +86,8 @@ def test_files_are_read_as_utf8_whatever_the_locale(monkeypatch, capsys, tmp_pat
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"model": "qwen-é"}, ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
-        "git": completed(""), "systemctl": completed("")})))
+    fake_commands(monkeypatch, [], {
+        "git": completed(""), "systemctl": completed("")})
     rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
                              "--manifest", str(manifest))
     assert rc == 0 and out["manifest"] == {"model": "qwen-é"}
@@ -99,8 +98,9 @@ def test_files_are_read_as_utf8_whatever_the_locale(monkeypatch, capsys, tmp_pat
 def test_the_package_is_the_helper_files_and_the_collection_code_they_run():
     assert _helper_cli.PACKAGE == (
         "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py",
-        "_helper_env.py", "_helper_ready.py", "_helper_state.py",
-        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_install_fingerprint.py")
+        "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_run.py",
+        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_install_fingerprint.py",
+        "_fingerprint_probe.py", "_python_script.py")
     assert _helper_cli.PACKAGE_DIR == "ansible_collections/gpuserve/sglang/plugins/module_utils"
 
 

@@ -1,20 +1,19 @@
 """gpuserve-sglang env-proof and worker-env (plugins/module_utils/_helper_env.py), in-process, and the readers they
 share: the env file's syntax, systemctl and the cgroup roots, the cgroup walk, /proc.
 
-The outside world is faked at the module's own seams: systemctl through its `subprocess`, the unit's control group
-through `_control_group`/`_cgroup_dir`, /proc through `_read`. The `unit` fixture serves odd /proc content from
+The outside world is faked at the module's own seams: systemctl through the helper's runner (_helper_run), the
+unit's control group through `_control_group`/`_cgroup_dir`, /proc through `_read`. The `unit` fixture serves odd /proc content from
 memory; `unit_tree` lays the control group out as directories of cgroup.procs files (walked by the real _pids) with
 /proc/PID/{environ,cmdline} as files.
 """
 import json
 import os
-import subprocess
-import types
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_env
-from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import completed, fake_run, raising, run_json
+from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
+    completed, fake_commands, run_json, run_kwargs)
 
 GROUP = "/system.slice/sglang.service"
 NCCL = {"NCCL_PROTO": "LL", "NCCL_NVLS_ENABLE": "0"}
@@ -50,11 +49,9 @@ def test_env_file_syntax(tmp_path):
 
 def test_control_group_asks_systemctl(monkeypatch):
     calls = []
-    monkeypatch.setattr(_helper_env, "subprocess", types.SimpleNamespace(
-        run=fake_run(calls, {"systemctl": completed(GROUP + "\n")})))
+    fake_commands(monkeypatch, calls, {"systemctl": completed(GROUP + "\n")})
     assert _helper_env._control_group("sglang.service") == GROUP
-    assert calls == [(["systemctl", "show", "--property=ControlGroup", "--value", "sglang.service"],
-                      {"check": True, "capture_output": True, "text": True})]
+    assert calls == [(["systemctl", "show", "--property=ControlGroup", "--value", "sglang.service"], run_kwargs())]
 
 
 @pytest.mark.parametrize("present, found", [
@@ -287,20 +284,23 @@ def test_worker_env_fails_without_a_control_group(monkeypatch, capsys):
 
 
 def test_worker_env_reports_a_systemctl_failure(monkeypatch, capsys):
-    def fail(argv, **kwargs):
-        raise subprocess.CalledProcessError(1, argv, output="", stderr="Failed to connect to bus\n")
-    monkeypatch.setattr(_helper_env, "subprocess", types.SimpleNamespace(run=fail, CalledProcessError=subprocess.CalledProcessError))
+    fake_commands(monkeypatch, [], {"systemctl": completed("", "Failed to connect to bus\n", 1)})
     rc, out = worker_env(monkeypatch, capsys)
     assert (rc, out) == (1, {"ok": False, "unit": "sglang.service", "control_group": None,
                              "error": "systemctl show sglang.service failed: Failed to connect to bus"})
-    monkeypatch.setattr(_helper_env, "subprocess", types.SimpleNamespace(
-        run=lambda argv, **kw: raising(subprocess.CalledProcessError(4, argv, output=" no unit \n")),
-        CalledProcessError=subprocess.CalledProcessError))
+    fake_commands(monkeypatch, [], {"systemctl": completed(" no unit \n", "", 4)})
     assert worker_env(monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: no unit"
-    monkeypatch.setattr(_helper_env, "subprocess", types.SimpleNamespace(
-        run=lambda argv, **kw: raising(subprocess.CalledProcessError(1, argv, output="", stderr="")),
-        CalledProcessError=subprocess.CalledProcessError))
+    fake_commands(monkeypatch, [], {"systemctl": completed("", "", 1)})
     assert worker_env(monkeypatch, capsys)[1]["error"] == "systemctl show sglang.service failed: "
+
+
+def test_env_proof_reports_a_systemctl_failure(monkeypatch, capsys, tmp_path):
+    env = tmp_path / "nccl.env"
+    env.write_text("NCCL_PROTO=LL\n")
+    fake_commands(monkeypatch, [], {"systemctl": completed("", "Failed to connect to bus\n", 1)})
+    rc, out, _err = run_json(monkeypatch, capsys, "env-proof", "--unit", "sglang.service", "--env-file", str(env))
+    assert rc == 1 and out["ok"] is False and out["control_group"] is None
+    assert out["error"] == "systemctl show sglang.service failed: Failed to connect to bus"
 
 
 def test_pids_skips_a_sub_group_removed_during_the_walk(tmp_path, monkeypatch):

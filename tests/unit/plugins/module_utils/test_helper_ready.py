@@ -7,7 +7,8 @@ import urllib.error
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_ready
-from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import completed, fake_run, run_json
+from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
+    completed, fake_commands, run_json, run_kwargs)
 
 
 class Clock:
@@ -161,21 +162,20 @@ def test_wait_ready_has_no_listen_bound_by_default(server, monkeypatch, capsys):
                                              ("[not set]\n", None)])
 def test_main_started_reads_systemds_monotonic_time_of_the_main_process(monkeypatch, stdout, started):
     calls = []
-    monkeypatch.setattr(_helper_ready, "subprocess", types.SimpleNamespace(run=fake_run(calls, {"systemctl": completed(stdout)})))
+    fake_commands(monkeypatch, calls, {"systemctl": completed(stdout)})
     assert _helper_ready._main_started("sglang.service") == started
     assert calls == [(["systemctl", "show", "sglang.service", "--property=ExecMainStartTimestampMonotonic", "--value"],
-                      {"capture_output": True, "text": True, "check": False})]
+                      run_kwargs())]
 
 
 def test_unit_state_asks_systemctl(monkeypatch):
     calls = []
     answers = iter([completed("active\n", returncode=0), completed("", returncode=4)])
-    monkeypatch.setattr(_helper_ready, "subprocess", types.SimpleNamespace(
-        run=fake_run(calls, {"systemctl": lambda argv, **kw: next(answers)})))
+    fake_commands(monkeypatch, calls, {"systemctl": lambda argv, **kw: next(answers)})
     assert _helper_ready._unit_state("sglang.service") == "active"
     assert _helper_ready._unit_state("gone.service") == "unknown"
-    assert calls == [(["systemctl", "is-active", "sglang.service"], {"capture_output": True, "text": True, "check": False}),
-                     (["systemctl", "is-active", "gone.service"], {"capture_output": True, "text": True, "check": False})]
+    assert calls == [(["systemctl", "is-active", "sglang.service"], run_kwargs()),
+                     (["systemctl", "is-active", "gone.service"], run_kwargs())]
 
 
 class Connection:

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _helper_state
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
-    completed, fake_run, install, run_json)
+    completed, fake_commands, install, run_json, run_kwargs)
 from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 SHOW = ("ActiveState=active\nSubState=running\nMainPID=4242\nActiveEnterTimestamp=Mon 2026-11-30 10:00:00 UTC\n"
@@ -30,8 +30,8 @@ def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, 
                  "1 .M N... 100644 100644 100644 aaaa bbbb python/sglang/srt/server_args.py\n"
                  "? python/sglang/new.py\n")
     calls = []
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
-        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": completed(SHOW)})))
+    fake_commands(monkeypatch, calls, {
+        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": completed(SHOW)})
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(3 * (1 << 20) + 5))  # more than one 1 MiB block
     small = tmp_path / "args.json"
@@ -57,15 +57,15 @@ def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, 
     }
     assert calls == [
         (["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2", "--branch",
-          "--untracked-files=all"], {"capture_output": True, "text": True, "check": False}),
-        (SHOW_ARGV, {"capture_output": True, "text": True, "check": False}),
+          "--untracked-files=all"], run_kwargs()),
+        (SHOW_ARGV, run_kwargs()),
     ]
 
 
 def test_state_without_a_repository_manifest_or_python(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
+    fake_commands(monkeypatch, [], {
         "git": completed("", "fatal: not a git repository (or any of the parent directories): .git\n", 128),
-        "systemctl": completed("")})))
+        "systemctl": completed("")})
     rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path),
                              "--manifest", str(tmp_path / "none.json"))
     assert rc == 0
@@ -75,8 +75,8 @@ def test_state_without_a_repository_manifest_or_python(monkeypatch, capsys, tmp_
 
 
 def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
-        "git": completed("# branch.oid (initial)\n# branch.head main\n"), "systemctl": completed(SHOW)})))
+    fake_commands(monkeypatch, [], {
+        "git": completed("# branch.oid (initial)\n# branch.head main\n"), "systemctl": completed(SHOW)})
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{not json")
     python = tmp_path / "python3"
@@ -96,8 +96,8 @@ def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
     (tmp_path / "a.py").write_text("a = 2\n")
     (tmp_path / "new.py").write_text("")
     real_run = subprocess.run
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {
-        "git": real_run, "systemctl": completed("")})))
+    fake_commands(monkeypatch, [], {
+        "git": real_run, "systemctl": completed("")})
     rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", str(tmp_path))
     assert rc == 0 and out["git"]["commit"] == head and out["git"]["rc"] == 0 and out["git"]["error"] == ""
     changes = out["git"]["changes"]
@@ -113,19 +113,19 @@ def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
 
 def test_source_reports_a_git_failure_and_exits_1(monkeypatch, capsys, tmp_path):
     calls = []
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
-        "git": completed("", "fatal: not a git repository\n", 128)})))
+    fake_commands(monkeypatch, calls, {
+        "git": completed("", "fatal: not a git repository\n", 128)})
     rc, out, _err = run_json(monkeypatch, capsys, "source", "--src", "/opt/sglang/src")
     assert rc == 1
     assert out == {"rc": 128, "error": "fatal: not a git repository", "commit": None, "changes": [], "dirty": None}
     assert calls == [(["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2",
-                       "--branch", "--untracked-files=all"], {"capture_output": True, "text": True, "check": False})]
+                       "--branch", "--untracked-files=all"], run_kwargs())]
 
 
 def test_source_counts_only_non_header_lines_as_changes(monkeypatch, capsys):
     # a header line with a space in its value and an untracked file named like a header are told apart
     porcelain = "# branch.oid abc def\n# branch.head main\n? # odd name\n"
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run([], {"git": completed(porcelain)})))
+    fake_commands(monkeypatch, [], {"git": completed(porcelain)})
     rc, out, _err = run_json(monkeypatch, capsys, "source", "--src", "/s")
     assert rc == 0 and out["commit"] == "abc def" and out["changes"] == ['?? "# odd name"'] and out["dirty"] is True
 
@@ -140,8 +140,8 @@ def test_the_tree_is_read_by_the_collections_reader(monkeypatch, capsys, action)
         status_argv=lambda src: seen.append(("argv", src)) or _git_tree.status_argv(src),
         parse_status=lambda *args: seen.append(("parse",) + args) or _git_tree.parse_status(*args)))
     calls = []
-    monkeypatch.setattr(_helper_state, "subprocess", types.SimpleNamespace(run=fake_run(calls, {
-        "git": completed("# branch.oid abc\n1 .M N... 1 2 3 a b x.py\n"), "systemctl": completed("")})))
+    fake_commands(monkeypatch, calls, {
+        "git": completed("# branch.oid abc\n1 .M N... 1 2 3 a b x.py\n"), "systemctl": completed("")})
     argv = [action, "--src", "/s"] + (["--unit", "u.service"] if action == "state" else [])
     rc, out, _err = run_json(monkeypatch, capsys, *argv)
     tree = out if action == "source" else out["git"]

@@ -14,8 +14,9 @@ PROBE = '{"python": "3.11.2", "dists": [["sglang", "0.5.23"]]}'
 
 
 def test_the_probe_is_the_venvs_python_isolated_listing_itself():
-    assert fp.probe_argv("/opt/sglang/venv/bin/python") == ["/opt/sglang/venv/bin/python", "-I", "-c",
-                                                            fp.FINGERPRINT_PROBE]
+    with open(fp._fingerprint_probe.__file__, encoding="utf-8") as handle:
+        script = handle.read()
+    assert fp.probe_argv("/opt/sglang/venv/bin/python") == ["/opt/sglang/venv/bin/python", "-I", "-c", script]
     out = subprocess.run(fp.probe_argv(sys.executable), capture_output=True, text=True, check=True).stdout
     listed = json.loads(out)
     assert listed["python"] == sys.version
