@@ -4,7 +4,7 @@ The CI sample is every mutant whose number ends in 1 (mutant 1, 11, 21, ... of e
 mutmut itself writes all of a function's mutants (about 9,700 for the safety core) into the mutated copy of its
 file and then runs only the sampled ones. The other nine in ten cost CPU without being run: rendering them, and
 compiling the files that carry them. The largest, the container helper when it was one script (gpuserve_sglang.py,
-before issue 31 made it the package plugins/module_utils/_helper_*.py), became a module of some 3,200 function copies
+before it became the package plugins/module_utils/_helper_*.py), became a module of some 3,200 function copies
 that took about 5 s to compile, and it was compiled again each time a test executed it as a program (a script run as
 __main__ has no .pyc): every `lock hold` holder a lock test starts, in the stats pass, the clean pass and every lock
 mutant.

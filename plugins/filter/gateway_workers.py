@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The gateway's worker list derived from the replicas themselves (issue 14): each container of group sglang with a
+"""The gateway's worker list derived from the replicas themselves: each container of group sglang with a
 sglang_server_gateway_worker_url is a worker, labelled with its inventory name. One source for both sides: the
 gateway role registers this list, and each replica finds its own entry in it when it registers itself again."""
 

@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU health drift for audit.yml (issue 32, item 3): the health the deployment manifest recorded at the verified
+"""GPU health drift for audit.yml: the health the deployment manifest recorded at the verified
 start against a health read now (gpuserve.sglang.gpu_memory_gate with memory false). The comparison is
 _health_drift.drift, which the benchmark's verdict shares. health_checks gives every check of the gate's health
 stage (_gpu_health.CHECKS) one action, for the reads that refuse nothing (the audit's, the benchmark's)."""

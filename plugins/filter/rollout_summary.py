@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which replica runs which config when a rolling deploy stops (issue 14, item 3).
+"""Which replica runs which config when a rolling deploy stops.
 
 Read from each replica's deployment manifest (sglang_server writes it as the last step of a verified restart,
 with the run that wrote it) and from what this run knows: the replica that failed, and the replicas whose server

@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Range checks of role settings (issue 30), which a role's argument spec cannot express: it checks that a port is an
+"""Range checks of role settings, which a role's argument spec cannot express: it checks that a port is an
 int, not that it is at most 65535. Each role's tasks/preflight.yml lists its settings with a rule and refuses, before
 anything changes, every one that breaks its rule, naming the setting.
 

@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the sglang_server lifecycle writes and says (issue 31, item 2): the deployment manifest of a verified start,
+"""What the sglang_server lifecycle writes and says: the deployment manifest of a verified start,
 and the message of a readiness wait that did not end ready. Both were Jinja inside tasks/lifecycle.yml; here they are
 plain functions with tests, and the task passes what it read."""
 

@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The replica an inventory host belongs to (issue 15): one SGLang server may span several containers, each on its own
+"""The replica an inventory host belongs to: one SGLang server may span several containers, each on its own
 PVE host, as SGLang's multi-node tensor parallelism runs it (--nnodes, --node-rank, --dist-init-addr). The nodes of
 one replica are the hosts of group sglang that name the same sglang_server_replica; each node's rank is its
 sglang_server_node_rank, else its position among them in inventory order. The lifecycle reads this one answer on

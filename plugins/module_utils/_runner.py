@@ -29,7 +29,7 @@ def spawn(module, argv, environ_update):
     run_command's read loop (ansible-core 2.21, basic.py) asks whether the child has exited twice in a row once
     both pipes are at EOF. A child that exits between the two questions sends the loop into a select(1) on no
     pipes at all, and the call returns one whole second late: the 1-2 s stall in 4 of 9 gpu_release runs on the
-    H200 (issue 16; the same race shows on any busy host). wait_once_closed() closes that window.
+    H200 (the same race shows on any busy host). wait_once_closed() closes that window.
     """
     return module.run_command(argv, environ_update=environ_update, before_communicate_callback=wait_once_closed)
 

@@ -1,4 +1,4 @@
-"""A bad setting never touches the deployed lab server (issue 30): each run fails naming the setting, and the server
+"""A bad setting never touches the deployed lab server: each run fails naming the setting, and the server
 keeps its PID, its NCCL env file, its args file and its manifest. The settings are the issue's own: an algorithm
 SGLang does not have (refused by the real SGLang 0.5.23 in the container, its start checks), a port out of range,
 a lifecycle setting out of range given to restart_server.yml (which runs no preflight), and a model directory that
@@ -48,7 +48,7 @@ def deployed(lab_up):
      "sglang_server_ready_timeout is -1: it must be a number of seconds above 0"),
     (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, mem_fraction_static=0.8), "sglang_server_check_model": True},
      "model_path (--model-path): /models/Kimi-K2.5 is not a directory in this container"),
-    # TEST-NET-1, no address of the container: refused by the bind in the container before the stop (issue 30)
+    # TEST-NET-1, no address of the container: refused by the bind in the container before the stop
     (DEPLOY, {"sglang_server_args": dict(LAB_ARGS, host="192.0.2.1")},
      "sglang_server_args.host is '192.0.2.1', and the server cannot listen there: cannot bind 192.0.2.1 (port 0) in "
      "this container: [Errno 99] Cannot assign requested address"),

@@ -1,4 +1,4 @@
-"""Faults in the lab (issue 18, items 2-5): restarts outside Ansible are gated, two runs never interleave, GPU
+"""Faults in the lab: restarts outside Ansible are gated, two runs never interleave, GPU
 memory that stays after its holder is killed is waited for, or named with what to do, and a restart is refused
 before the stop when the manifest's file system is full.
 
@@ -262,7 +262,7 @@ def state_files():
 
 
 def test_a_full_disk_where_the_manifest_is_written_refuses_the_restart_and_loses_nothing(server_running):
-    """Issue 18 item 5: the manifest's file system has less room than sglang_server_min_free_mib (64 MiB). The
+    """The manifest's file system has less room than sglang_server_min_free_mib (64 MiB). The
     restart is refused before anything stops, naming the directory and its room; the server runs on, every state
     file is as it was; with room again the next run restarts and records it. The file system is a 80 MiB tmpfs
     mounted over the state directory, holding a copy of it, filled to leave about 20 MiB."""

@@ -1,4 +1,4 @@
-"""The sglang_gateway role and the smg_worker module against the real SMG 1.13.0 (issue 14, item 2).
+"""The sglang_gateway role and the smg_worker module against the real SMG 1.13.0.
 
 CT 100 is made from the cached rootfs with a net0 on the lab bridge and runs the gateway (the lab host has no
 systemd); two SIMULATED SGLang servers (the lab's stand-in) run on the lab host at its bridge address, so the

@@ -1,4 +1,4 @@
-"""GPU health in the lab (issue 32): a GPU that cannot serve is refused before anything is stopped, naming the GPU
+"""GPU health in the lab: a GPU that cannot serve is refused before anything is stopped, naming the GPU
 and the check, and the running server is left alone (its PID unchanged).
 
 SIMULATED: the lab's nvidia-smi stand-in reads a GPU's health from the lane node's gpu-health.json (the fields of

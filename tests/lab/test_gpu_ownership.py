@@ -1,4 +1,4 @@
-"""A container's GPUs are device minors (/dev/nvidiaN), and nvidia-smi's index is not always N (issue 14).
+"""A container's GPUs are device minors (/dev/nvidiaN), and nvidia-smi's index is not always N.
 
 On the lab "PVE host" the SIMULATED GPUs are put in another PCI bus order (lab/lab gpus --bus-order
 4,5,6,7,0,1,2,3: /dev/nvidia0 is nvidia-smi's GPU 4), a host process holds /dev/nvidia0's file, and the

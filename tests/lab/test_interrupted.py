@@ -1,4 +1,4 @@
-"""Interrupted runs (issue 18, item 1): the controller dies, or loses its connection, in the middle of a restart;
+"""Interrupted runs: the controller dies, or loses its connection, in the middle of a restart;
 the next deploy_eagle3.yml converges to a verified, serving server, and no state file is half-written.
 
 Each case starts playbooks/restart_server.yml, reads its output until the task banner of the chosen point, then

@@ -1,4 +1,4 @@
-"""The lab's host-only network (issue 14, item 4): a container given a netN on the lab bridge (PVE syntax, set with
+"""The lab's host-only network: a container given a netN on the lab bridge (PVE syntax, set with
 the lab pct) comes up with that static address, reaches the lab host on the bridge, and has no route beyond it.
 
 A second container, CT 102, is made from the cached rootfs for this and destroyed afterwards; CT 101 and its

@@ -127,7 +127,7 @@ def test_release_delay_is_configurable(env):
 
 
 def test_a_holder_with_linger_keeps_its_memory_after_its_exit_with_no_process_listed(env):
-    """Stuck memory (issue 18): GPUSIM_LINGER_S in the holder's environ replaces the release delay for it."""
+    """Stuck memory: GPUSIM_LINGER_S in the holder's environ replaces the release delay for it."""
     holder = subprocess.Popen(["sleep", "30"], env=dict(os.environ, GPUSIM_MIB="1000", GPUSIM_LINGER_S="2.5"))
     try:
         argv = ["--query-gpu=index,memory.used", "--format=csv,noheader,nounits", "-i", "3"]

@@ -233,7 +233,7 @@ def test_slow_task_hits_the_bounded_wait(lab):
 
 
 def test_an_api_error_mid_provisioning_fails_clearly_loses_nothing_and_the_next_run_converges(lab):
-    """Issue 18, bad input at the edges: PVE answers 500 to the devN change, after the container step passed."""
+    """Bad input at the edges: PVE answers 500 to the devN change, after the container step passed."""
     before = lab['ct'].config.get()
     path = '/nodes/lab-pve/lxc/{0}/config'.format(VMID)
     cli(lab['state'], 'fault', 'task-error', 'PUT', path, '--status', '500', '--message',
@@ -257,7 +257,7 @@ def test_an_api_error_mid_provisioning_fails_clearly_loses_nothing_and_the_next_
 
 
 def test_an_api_that_does_not_answer_mid_provisioning_fails_clearly_and_the_next_run_converges(lab):
-    """Issue 18, bad input at the edges: the devN change gets no answer within api_timeout (PVE applies it late).
+    """Bad input at the edges: the devN change gets no answer within api_timeout (PVE applies it late).
     Proven: a clear failure, nothing but devN changed; PVE keeps the late change pending on the running container,
     so the next run finds the config right but the container not, restarts it to take the entries, and the run
     after is changed=0."""

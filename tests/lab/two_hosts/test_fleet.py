@@ -1,4 +1,4 @@
-"""The fleet (issue 14, items 3-5): two replicas deployed by playbooks/deploy_eagle3.yml behind the real SMG 1.13.0,
+"""The fleet: two replicas deployed by playbooks/deploy_eagle3.yml behind the real SMG 1.13.0,
 rolled one at a time under a bounded load.
 
 The package's two containers (conftest.py): CT 104 on lab-pve4 with its SIMULATED GPUs 0-3 and CT 102 on lab-pve2, the

@@ -1,4 +1,4 @@
-"""One SGLang server over two PVE hosts (issue 15): CT 104 on lab-pve4 (rank 0) and CT 102 on lab-pve2 (rank 1), each
+"""One SGLang server over two PVE hosts: CT 104 on lab-pve4 (rank 0) and CT 102 on lab-pve2 (rank 1), each
 with its host's SIMULATED GPUs 0-3, tp 8 over both, --dist-init-addr on the lab bridge, deployed by
 playbooks/deploy_eagle3.yml with -e gpuserve_serial=2.
 

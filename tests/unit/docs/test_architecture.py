@@ -224,7 +224,7 @@ SOLID, DOTTED = drawn()
 
 
 def test_the_picture_draws_arrows_and_no_dotted_one():
-    # a dotted arrow was code a role sent into the container by hand; there is none left (issue 31)
+    # a dotted arrow was code a role sent into the container by hand; there is none left
     assert len(SOLID) > 20 and DOTTED == []
 
 

@@ -1,6 +1,6 @@
 """Every host file the lab references comes from a package the lab installs (lab/host-packages.txt), one they
 depend on, or Debian's required set. A fresh machine without lxc-templates failed `lab/lab up` at
-`lxc.include = /usr/share/lxc/config/debian.common.conf` (issue 12) while CI, on a machine that had it, passed.
+`lxc.include = /usr/share/lxc/config/debian.common.conf` while CI, on a machine that had it, passed.
 No root, no lab: the scripts' text against package data recorded on Debian 12 (data/refresh-debian12.sh)."""
 import os
 

@@ -1,4 +1,4 @@
-"""Every role setting that is a number has a range rule (issue 30): argument specs check types only, so each role's
+"""Every role setting that is a number has a range rule: argument specs check types only, so each role's
 vars/main.yml lists its settings with a rule of gpuserve.sglang.setting_problems, and its preflight refuses before
 anything changes. Architecture rules in the manner of test_shared_settings.py: the message names what to fix."""
 import json

@@ -1,4 +1,4 @@
-"""A bad setting never touches a working server (issue 30): the sglang_server role's main entry point, run by
+"""A bad setting never touches a working server: the sglang_server role's main entry point, run by
 ansible-playbook against stub containers on local hosts, one per class of setting (its type, its range, a rule between
 two settings, a value SGLang refuses only at start, a host the container cannot bind). Each run must fail naming the
 setting, and leave the stub's server process (its PID), its NCCL env file, its args file and its manifest as they were.
@@ -87,7 +87,7 @@ CASES = {
               "sglang_server_listen_timeout (30 s) is longer than sglang_server_ready_timeout (10 s)"),
     "start": ({"sglang_server_args": dict(MODEL, speculative_algorithm="EAGLE9")},
               "speculative_algorithm (--speculative-algorithm) is 'EAGLE9': SGLang refuses it at start"),
-    # TEST-NET-1: no address of this machine; SGLang accepts it and, on a GPU, hangs at start (issue 30)
+    # TEST-NET-1: no address of this machine; SGLang accepts it and, on a GPU, hangs at start
     "listen": ({"sglang_server_args": dict(MODEL, host="192.0.2.1")},
                "sglang_server_args.host is '192.0.2.1', and the server cannot listen there: cannot bind 192.0.2.1"),
 }

@@ -80,7 +80,7 @@ def imports_under_tests(rel):
 def test_no_test_file_imports_another():
     """A test file takes shared fakes and helpers from tests/support/<subject>.py and fixtures from a conftest.py,
     never from another test file: importing one loads it a second time under its collection name and ties one
-    subject's tests to another's file (issue 31)."""
+    subject's tests to another's file."""
     bad = {}
     for rel in sources():
         tests = sorted(t for t in imports_under_tests(rel) if os.path.basename(t).startswith("test_"))

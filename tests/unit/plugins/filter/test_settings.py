@@ -1,4 +1,4 @@
-"""setting_problems: the range of each role setting, which argument specs cannot express (issue 30)."""
+"""setting_problems: the range of each role setting, which argument specs cannot express."""
 import pytest
 
 from ansible.errors import AnsibleFilterError

@@ -1,7 +1,7 @@
 """gpuserve-sglang validate-args (plugins/module_utils/_helper_validate.py), in-process: SGLang's parser and full
 flag names, the values SGLang checks only once it runs, its start checks for any model (resolve_once on a dummy
 model), the speculative algorithm's name, the model directories, the record that lets an unchanged argument check
-skip SGLang (issue 30), and the listen check that binds the server's host before anything is stopped (issue 30).
+skip SGLang, and the listen check that binds the server's host before anything is stopped.
 
 SGLang is a small fake in sys.modules: the tiny one of tests/support/sglang_helper.py (install_sglang: a parser
 only), or FakeSGLang below with SGLang 0.5.23's seams (prepare_server_args returning a record with resolve_once,
