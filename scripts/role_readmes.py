@@ -34,14 +34,19 @@ def default(spec):
 
 
 def render(role):
+    """The README: the role, its entry points (each with how to call it and which options it takes) and one table of
+    every option, each once (an option several entry points share is the same YAML anchor in the spec)."""
     with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8") as f:
         specs = yaml.safe_load(f)["argument_specs"]
     main = specs.get("main", next(iter(specs.values())))
     out = ["# gpuserve.sglang.%s" % role, "",
            "<!-- Generated from meta/argument_specs.yml by scripts/role_readmes.py: edit that file, not this one. -->",
            "", text(main.get("short_description")), "", text(main.get("description")), ""]
-    if len(specs) > 1:
-        out += ["Entry points: %s." % ", ".join("`%s`" % e for e in specs), ""]
+    options, takers = {}, {}
+    for entry, spec in specs.items():
+        for name, opt in (spec.get("options") or {}).items():
+            options.setdefault(name, opt)
+            takers.setdefault(name, []).append(entry)
     for entry, spec in specs.items():
         out += ["## Entry point `%s`" % entry, ""]
         if entry != "main":
@@ -49,10 +54,23 @@ def render(role):
         out += ["```yaml", "- ansible.builtin.import_role:", "    name: gpuserve.sglang.%s" % role]
         if entry != "main":
             out.append("    tasks_from: %s" % entry)
-        out += ["```", "", "| option | type | default | description |", "|---|---|---|---|"]
-        for name, opt in (spec.get("options") or {}).items():
-            out.append("| `%s` | %s | %s | %s |" % (name, opt.get("type", "str"), default(opt), cell(opt.get("description"))))
-        out.append("")
+        mine = list(spec.get("options") or {})
+        others = [name for name in options if name not in mine]
+        if not others:
+            takes = "every one"
+        elif len(others) < len(mine):
+            takes = "every one but %s" % ", ".join("`%s`" % name for name in others)
+        else:
+            takes = ", ".join("`%s`" % name for name in mine) or "none"
+        out += ["```", ""] + (["Options (see [Options](#options)): %s." % takes, ""] if len(specs) > 1 else [])
+    if len(specs) > 1:
+        out += ["## Options", "", "| option | type | default | entry points | description |", "|---|---|---|---|---|"]
+    else:
+        out += ["| option | type | default | description |", "|---|---|---|---|"]
+    for name, opt in options.items():
+        where = ("%s | " % ", ".join("`%s`" % e for e in takers[name])) if len(specs) > 1 else ""
+        out.append("| `%s` | %s | %s | %s%s |" % (name, opt.get("type", "str"), default(opt), where,
+                                                 cell(opt.get("description"))))
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -172,5 +172,13 @@ def test_role_readmes_are_generated_from_the_current_argument_specs():
 def test_the_readme_generator_renders_markup_defaults_and_entry_points():
     out = role_readmes.render("sglang_server")
     assert "## Entry point `restart`" in out and "tasks_from: restart" in out
-    assert "| `sglang_server_force_restart` | bool | `false` |" in out
+    assert "| `sglang_server_force_restart` | bool | `false` | `main`, `audit` |" in out
     assert "O(" not in out and "C(" not in out
+
+
+def test_each_option_is_listed_once_in_one_table():
+    """An option four entry points take was listed four times (52 KB); now once, with the entry points that take it."""
+    out = role_readmes.render("sglang_server")
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(set(rows)) and "| `sglang_server_gate_timeout`" in rows
+    assert out.count("## Options") == 1 and "Options (see [Options](#options)): every one." in out
