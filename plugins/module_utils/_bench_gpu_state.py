@@ -29,7 +29,7 @@ GPU_STATE_ARGS = dict(
     nvidia_smi=dict(type="path", default="nvidia-smi"),
     nvidia_smi_timeout=dict(type="float", default=10.0),
     gpus=dict(type="list", elements="int", default=[]),
-    expected_count=dict(type="int", default=0),
+    min_count=dict(type="int", default=0),
 )
 
 
@@ -44,9 +44,9 @@ def gpu_state(runner, params, now=_now):
     res = runner.run(query(smi, "gpu", CLOCKS_QUERY_FIELDS, ids=ids), timeout=timeout)
     check_result(res, "nvidia-smi clocks query")
     gpus = parse_gpu_clocks(res.out)
-    if params["expected_count"] and len(gpus) < params["expected_count"]:
+    if params["min_count"] and len(gpus) < params["min_count"]:
         raise BenchError("nvidia-smi answered for %d GPUs, expected %d: %r"
-                         % (len(gpus), params["expected_count"], res.out))
+                         % (len(gpus), params["min_count"], res.out))
     res = runner.run(driver_query(smi, ids), timeout=timeout)
     check_result(res, "nvidia-smi driver_version query")
     return dict(gpus=gpus, driver_version=parse_driver_version(res.out), time=when)

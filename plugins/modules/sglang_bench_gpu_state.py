@@ -36,8 +36,9 @@ options:
     type: list
     elements: int
     default: []
-  expected_count:
-    description: Fail when fewer GPUs answer; V(0) to skip.
+  min_count:
+    description: Fail when fewer GPUs answer (a minimum; the gate's O(gpuserve.sglang.gpu_memory_gate#module:expected_count)
+      is exact); V(0) to skip.
     type: int
     default: 0
 """
@@ -45,7 +46,7 @@ options:
 EXAMPLES = r"""
 - name: GPU state before a measured run
   gpuserve.sglang.sglang_bench_gpu_state:
-    expected_count: 8
+    min_count: 8
   delegate_to: "{{ gpuserve_pve_host }}"
   register: gpu_before
 """

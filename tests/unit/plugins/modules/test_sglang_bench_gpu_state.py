@@ -95,10 +95,10 @@ def test_an_unknown_field_fails_with_nvidia_smis_own_message(monkeypatch, capsys
 def test_fewer_gpus_than_expected_fail_and_more_pass(monkeypatch, capsys):
     two = '0, 1980, 3201, 36, 89.37, 0x0, P0\n1, 1980, 3201, 35, 88.00, 0x0, P0\n'
     smi(monkeypatch, [(0, two, '')])
-    out = run(capsys, dict(expected_count=3))
+    out = run(capsys, dict(min_count=3))
     assert out['failed'] is True and out['msg'] == 'nvidia-smi answered for 2 GPUs, expected 3: %r' % two
     smi(monkeypatch, [(0, two, ''), (0, '580.159.04\n580.159.04\n', '')])
-    out = run(capsys, dict(expected_count=2))
+    out = run(capsys, dict(min_count=2))
     assert not out.get('failed') and [g['index'] for g in out['gpus']] == [0, 1]
 
 
@@ -131,6 +131,6 @@ def test_the_time_is_taken_before_the_query():
             order.append(('run', timeout))
             return Result(argv, 0, capture('clocks_busy') if len(order) == 2 else '580.159.04\n', '')
 
-    params = {'gpus': [], 'nvidia_smi': 'nvidia-smi', 'nvidia_smi_timeout': 2.5, 'expected_count': 0}
+    params = {'gpus': [], 'nvidia_smi': 'nvidia-smi', 'nvidia_smi_timeout': 2.5, 'min_count': 0}
     result = gs.gpu_state(Runner(), params, now=lambda: order.append(('now', None)) or 'T0')
     assert result['time'] == 'T0' and order == [('now', None), ('run', 2.5), ('run', 2.5)]
