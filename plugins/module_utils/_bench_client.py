@@ -11,39 +11,17 @@ one reader of it.
 
 from __future__ import annotations
 
-CLIENT_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_pick_client
+from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import script_argv
 
-# Resolves the client without importing sglang (its __init__ pulls in torch): find the package, then the file.
-# argv: [--import] MODULE...; prints the first MODULE that exists. With --import it also imports that module once:
-# the only complete test of the client's dependency set (0.5.23 imports transformers, datasets, torchvision, ...
-# on every path). The import's own output goes to stderr, so stdout stays the module name; on failure the last
-# stderr line is the message (import warnings come before it).
-PICK_CLIENT = (
-    "import contextlib, importlib, importlib.util, os, sys\n"
-    "args = sys.argv[1:]\n"
-    "do_import = args[:1] == ['--import']\n"
-    "mods = args[1:] if do_import else args\n"
-    "spec = importlib.util.find_spec('sglang')\n"
-    "if spec is None or not spec.submodule_search_locations:\n"
-    "    sys.exit('sglang is not installed in ' + sys.prefix)\n"
-    "root = list(spec.submodule_search_locations)[0]\n"
-    "found = [m for m in mods if os.path.isfile(os.path.join(root, *m.split('.')[1:]) + '.py')]\n"
-    "if not found:\n"
-    "    sys.exit('no benchmark client (%s) in %s' % (' or '.join(mods), root))\n"
-    "if do_import:\n"
-    "    try:\n"
-    "        with contextlib.redirect_stdout(sys.stderr):\n"
-    "            importlib.import_module(found[0])\n"
-    "    except Exception as exc:\n"
-    "        sys.exit('%s does not import in %s: %s: %s (install what it needs into that venv)'\n"
-    "                 % (found[0], sys.prefix, type(exc).__name__, exc))\n"
-    "print(found[0])\n"
-)
+CLIENT_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
 
 
 def pick_client_argv(python, modules=CLIENT_MODULES, import_client=False):
-    """argv that prints the first of `modules` present in python's sglang (and imports it with import_client)."""
-    return [python, "-c", PICK_CLIENT] + (["--import"] if import_client else []) + list(modules)
+    """argv that prints the first of `modules` present in python's sglang (and imports it with import_client): the
+    script _bench_pick_client, run by that python (not isolated: the module's environment reaches it)."""
+    return script_argv(python, _bench_pick_client, *((["--import"] if import_client else []) + list(modules)),
+                       isolated=False)
 
 
 # bench_serving imports transformers for the tokenizer; the hub is never reached because both paths are local

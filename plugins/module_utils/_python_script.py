@@ -15,6 +15,7 @@ def source(module):
     return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
-def script_argv(python, module, *args):
-    """python runs module's file as its main program (isolated: no user site, no PYTHON* variables), with args."""
-    return [python, "-I", "-c", source(module)] + list(args)
+def script_argv(python, module, *args, isolated=True):
+    """python runs module's file as its main program, with args; isolated (-I: no user site, no PYTHON* variables)
+    unless told otherwise."""
+    return [python] + (["-I"] if isolated else []) + ["-c", source(module)] + list(args)

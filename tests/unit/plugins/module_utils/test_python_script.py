@@ -23,3 +23,5 @@ def test_the_script_runs_isolated_with_its_arguments():
     assert argv[:3] == [sys.executable, "-I", "-c"] and argv[3:] == [_python_script.source(_fingerprint_probe), "a", "b"]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert out.startswith('{"python": ')
+    assert _python_script.script_argv("/p", _fingerprint_probe, "a", isolated=False) == [
+        "/p", "-c", _python_script.source(_fingerprint_probe), "a"]
