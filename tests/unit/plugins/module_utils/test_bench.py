@@ -351,3 +351,63 @@ def test_progress_line_with_eta():
     line = pr.progress_line(visits, runs, 1, 600.0)
     assert line.startswith("[2/5] eagle3-s2 (variant): c=1 94.00 tok/s (n=3, spread 0.4%); c=8 ")
     assert line.endswith("elapsed 10m00s, ETA 15m00s")
+
+
+# ---------------------------------------------------------------------------------------------- accept length
+
+def reading(tokens=None, calls=None, status=200):
+    counters = {k: v for k, v in ((b.GENERATION_TOKENS, tokens), (b.SPEC_VERIFY_CALLS, calls)) if v is not None}
+    return {"status": status, "counters": counters}
+
+
+def test_accept_length_from_the_counters_over_the_run():
+    got = b.accept_length(True, reading(1000, 400), reading(1256, 500), 9.9)
+    assert got == {"accept_length": 2.56, "accept_length_source": "metrics", "generation_tokens": 256.0,
+                   "spec_verify_calls": 100.0}
+
+
+def test_accept_length_counts_a_counter_not_exported_yet_as_zero():
+    # SGLang exports the verify counter's sample only once a speculative request finished
+    got = b.accept_length(True, reading(10), reading(266, 100), None)
+    assert (got["accept_length"], got["accept_length_source"]) == (2.56, "metrics")
+
+
+def test_accept_length_from_server_info_when_the_server_has_no_metrics():
+    assert b.accept_length(True, {"status": 404}, {"status": 404}, 2.5) == {
+        "accept_length": 2.5, "accept_length_source": "server_info"}
+
+
+def test_accept_length_from_server_info_when_no_verify_call_finished_in_the_run():
+    assert b.accept_length(True, reading(10, 4), reading(40, 4), 3) == {
+        "accept_length": 3.0, "accept_length_source": "server_info"}
+
+
+def test_accept_length_none_when_neither_source_has_it():
+    assert b.accept_length(True, {"status": 404}, {"status": 404}, None) == {
+        "accept_length": None, "accept_length_source": "none"}
+
+
+def test_a_baseline_has_no_accept_length_whatever_it_reads():
+    assert b.accept_length(False, reading(0, 0), reading(100, 40), 2.5) == {
+        "accept_length": None, "accept_length_source": "none"}
+    assert b.accept_length(False, {"status": 500}, {}, None)["accept_length_source"] == "none"
+
+
+def test_counters_that_went_down_fail_the_run():
+    with pytest.raises(b.BenchError) as exc:
+        b.accept_length(True, reading(500, 200), reading(100, 250), None)
+    assert str(exc.value) == ("/metrics counters went down during the run (sglang:generation_tokens_total -400, "
+                              "sglang:spec_verify_calls_total +50): did the server restart?")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"status": 200, "error": "/metrics could not be parsed: ValueError: x"}, "/metrics could not be parsed: ValueError: x"),
+    ({"status": None, "error": "GET /metrics failed: refused"}, "GET /metrics failed: refused"),
+    ({"status": 503}, "GET /metrics returned 503"),
+    ({"status": 200}, "GET /metrics returned 200"),
+])
+def test_a_metrics_reading_that_cannot_be_vouched_for_fails_the_run(bad, message):
+    with pytest.raises(b.BenchError) as exc:
+        b.accept_length(True, reading(1, 1), bad, 2.0)
+    assert str(exc.value) == message
+    assert b.metrics_counters({"status": 404}) is None
