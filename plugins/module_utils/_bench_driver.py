@@ -36,8 +36,9 @@ import traceback
 import urllib.error
 import urllib.request
 
-# A program run by the module's python in the container, not an Ansible module: it prints its JSON and runs its
-# commands itself. pylint: disable=ansible-bad-function
+# A program run by the SGLang venv's python in the container, not an Ansible module: it prints its JSON and runs its
+# commands itself.
+# pylint: disable=ansible-bad-function
 
 TAIL = 3000
 

@@ -85,6 +85,19 @@ def run_driver(module, python, args, **kwargs):
     return module.run_command([python, "-"] + list(args), data=driver_source(), environ_update=OFFLINE_ENV, **kwargs)
 
 
+def driver_answer(out):
+    """The driver's result, its last stdout line that is a JSON object with runs (whatever an exit hook of the
+    client's libraries may print after it); None when there is none."""
+    for line in reversed(out.splitlines()):
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and "runs" in answer:
+            return answer
+    return None
+
+
 def pick_client(module, result):
     p = module.params
     client = p["client_module"]
@@ -190,11 +203,8 @@ def run_module(module):
     rc, out, err = run_driver(module, p["python"], ["run", json.dumps(plan)],
                               cwd=os.path.dirname(p["output_prefix"]) or None)
     result["ended"] = _now()
-    try:
-        answer = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        answer = None
-    if rc != 0 or not isinstance(answer, dict):
+    answer = driver_answer(out)
+    if rc != 0 or answer is None:
         module.fail_json(msg="the benchmark client's driver exited %d without its result: %s"
                          % (rc, (err or out).strip()[-1500:]), **result)
     if answer.get("error"):

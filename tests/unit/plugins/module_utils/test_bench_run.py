@@ -241,6 +241,19 @@ def test_a_driver_failure_or_a_reading_that_cannot_be_trusted_fails_the_visit(pa
     assert out.failed is True and out.result["msg"].startswith(message), out.result["msg"]
 
 
+def test_the_drivers_result_is_found_before_what_an_exit_hook_printed(params, server):
+    server({("GET", "/server_info"): (200, json.dumps(INFO))})
+
+    def noisy(argv):
+        rc, out, err = driver()(argv)
+        return rc, "a banner\n" + out + '{"exit hook": 1}\n[]\n', err
+    out = run(Module(params, answers(run=noisy)))
+    assert out.failed is False and len(out.result["runs"]) == 4
+    out = run(Module(params, answers(run=(0, '{"no": "runs"}\n', ""))))
+    assert out.failed is True and out.result["msg"] == (
+        "the benchmark client's driver exited 0 without its result: {\"no\": \"runs\"}")
+
+
 def test_metrics_that_went_down_fail_the_visit_with_the_runs_label(params, server):
     server({("GET", "/server_info"): (200, json.dumps(INFO))})
 
