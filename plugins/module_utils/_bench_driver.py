@@ -33,8 +33,8 @@ import runpy
 import subprocess
 import sys
 import traceback
-import urllib.error
-import urllib.request
+import urllib.parse
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
 
 # A program run by the SGLang venv's python in the container, not an Ansible module: it prints its JSON and runs its
 # commands itself.
@@ -70,13 +70,19 @@ def pick(args):
 
 
 def http(method, url, timeout):
-    """(status, body text); an HTTP error is a status, a connection error raises OSError."""
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    """(status, body text) of one request to the local server; an HTTP error is a status, a failed connection or
+    reply raises OSError. http.client, not Ansible's open_url: this runs in the SGLang venv, without ansible-core."""
+    parts = urllib.parse.urlsplit(url)
+    conn = (HTTPSConnection if parts.scheme == "https" else HTTPConnection)(parts.hostname, parts.port, timeout=timeout)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            return resp.status, resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
+        conn.request(method, (parts.path or "/") + ("?" + parts.query if parts.query else ""),
+                     body=b"" if method == "POST" else None)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode("utf-8", "replace")
+    except HTTPException as exc:  # a reply that is not HTTP
+        raise OSError("%s: %s" % (type(exc).__name__, exc))
+    finally:
+        conn.close()
 
 
 def counter_totals(text, names):

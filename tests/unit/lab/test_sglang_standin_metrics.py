@@ -74,8 +74,8 @@ def test_metrics_count_finished_requests_with_sglangs_names_and_types(standin):
     status, ctype, text = request(port, "/metrics")
     assert status == 200 and ctype == "text/plain; version=0.0.4; charset=utf-8"
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    assert {name: f.type for name, f in families.items()} == {"sglang:generation_tokens": "counter",
-                                                             "sglang:spec_verify_calls": "counter"}
+    assert {name: f.type for name, f in families.items()} == {
+        "sglang:generation_tokens": "counter", "sglang:spec_verify_calls": "counter"}
     tokens = {tuple(sorted(s.labels.items())): s.value for s in families["sglang:generation_tokens"].samples}
     assert tokens == {(("engine_type", "unified"), ("is_streaming", "false"), ("model_name", "sim/x")): 16.0,
                       (("engine_type", "unified"), ("is_streaming", "true"), ("model_name", "sim/x")): 16.0}

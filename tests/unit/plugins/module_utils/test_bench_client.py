@@ -55,8 +55,8 @@ def test_a_visits_runs_are_its_warmups_then_its_repeats_each_at_every_concurrenc
     assert [(r["measured"], r["repeat"], r["concurrency"]) for r in runs] == [
         (False, 0, 1), (False, 0, 16), (True, 0, 1), (True, 0, 16), (True, 1, 1), (True, 1, 16)]
     assert [r["label"] for r in runs[:3]] == ["warmup 0 c=1", "warmup 0 c=16", "repeat 0 c=1"]
-    assert [r["output_file"] for r in runs[1:4]] == ["/w/v3-eagle3-c16-w0.jsonl", "/w/v3-eagle3-c1-r0.jsonl",
-                                                      "/w/v3-eagle3-c16-r0.jsonl"]
+    assert [r["output_file"] for r in runs[1:4]] == [
+        "/w/v3-eagle3-c16-w0.jsonl", "/w/v3-eagle3-c1-r0.jsonl", "/w/v3-eagle3-c16-r0.jsonl"]
     assert c.visit_runs(0, 1, ["4"], "/p") == [{"measured": True, "repeat": 0, "concurrency": 4,
                                                 "label": "repeat 0 c=4", "output_file": "/p-c4-r0.jsonl"}]
 

@@ -42,8 +42,8 @@ def test_counters_are_summed_over_their_label_sets_and_absent_ones_left_out():
     assert d.counter_totals(SGLANG_METRICS, b.ACCEPT_LENGTH_COUNTERS) == {b.GENERATION_TOKENS: 128.0,
                                                                           b.SPEC_VERIFY_CALLS: 50.0}
     # before any speculative request finished SGLang exports no sample of the verify counter
-    assert d.counter_totals(SGLANG_METRICS.split("# HELP sglang:spec_verify")[0], b.ACCEPT_LENGTH_COUNTERS) == {
-        b.GENERATION_TOKENS: 128.0}
+    tokens_only = SGLANG_METRICS[:SGLANG_METRICS.index("# HELP sglang:spec_verify")]
+    assert d.counter_totals(tokens_only, b.ACCEPT_LENGTH_COUNTERS) == {b.GENERATION_TOKENS: 128.0}
 
 
 def test_a_single_process_export_counts_its_total_and_not_its_created_sample():
@@ -83,16 +83,58 @@ def test_a_metrics_reading_says_what_it_got(monkeypatch, answer, reading):
         assert got == reading
 
 
-def test_http_returns_an_http_error_as_its_status(monkeypatch):
-    import io
-    import urllib.error
+def test_http_talks_to_a_local_server_and_returns_an_http_error_as_its_status():
+    import http.server
+    import socket
+    import threading
 
-    def urlopen(request, timeout):
-        assert (request.get_method(), request.data, timeout) == ("POST", b"", 7)
-        raise urllib.error.HTTPError(request.full_url, 400, "busy", {}, io.BytesIO(b"requests running"))
+    seen = []
 
-    monkeypatch.setattr(d.urllib.request, "urlopen", urlopen)
-    assert d.http("POST", "http://s:1/flush_cache", 7) == (400, "requests running")
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, body):
+            seen.append((self.command, self.path, self.headers.get("Content-Length")))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self.answer(200, b"\xffok")
+
+        def do_POST(self):
+            self.answer(400, b"requests running")
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = "http://127.0.0.1:%d" % server.server_address[1]
+    try:
+        assert d.http("GET", base + "/metrics", 5) == (200, "\ufffdok")
+        assert d.http("POST", base + "/flush_cache?timeout=60", 5) == (400, "requests running")
+        assert seen == [("GET", "/metrics", None), ("POST", "/flush_cache?timeout=60", "0")]
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(OSError):
+        d.http("GET", base + "/metrics", 5)  # nothing listens there now
+    garbage = socket.socket()
+    garbage.bind(("127.0.0.1", 0))
+    garbage.listen(1)
+
+    def reply_garbage():
+        conn, _addr = garbage.accept()
+        conn.recv(4096)
+        conn.sendall(b"not http at all\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=reply_garbage, daemon=True).start()
+    try:
+        with pytest.raises(OSError, match="BadStatusLine"):
+            d.http("GET", "http://127.0.0.1:%d/metrics" % garbage.getsockname()[1], 5)
+    finally:
+        garbage.close()
 
 
 # ------------------------------------------------------------------------------------------------ GPU queries

@@ -60,8 +60,8 @@ def params(tmp_path):
                 base_url="http://127.0.0.1:30000/", dataset="sharegpt", dataset_path=str(tmp_path / "dataset.json"),
                 tokenizer=str(tmp_path / "tok"), model=None, num_prompts=4, input_len=8, output_len=8,
                 concurrency=[1, 4], warmup_runs=1, repeats=2, seed=1, flush_cache=True, flush_timeout=60.0,
-                output_prefix=str(tmp_path / "v1-eagle3"), expect={"max_running_requests": 48,
-                                                                  "speculative_algorithm": "EAGLE3"},
+                output_prefix=str(tmp_path / "v1-eagle3"),
+                expect={"max_running_requests": 48, "speculative_algorithm": "EAGLE3"},
                 worker_unit="sglang.service", helper="/usr/local/sbin/gpuserve-sglang",
                 env_prefixes=["NCCL_", "TORCH_NCCL"], nvidia_smi="nvidia-smi", nvidia_smi_timeout=10.0,
                 expected_count=0, extra_args=[])
@@ -91,8 +91,11 @@ def metrics(tokens, calls):
                                         "sglang:spec_verify_calls_total": calls}}
 
 
-def driver(result=None, lines=None, gpu=GPU, rc=0, err="", seen=None):
-    """The driver: writes each run's JSONL (lines, default one RESULT line) and answers with its records."""
+def driver(result=None, lines=None, gpu=None, rc=0, err="", seen=None):
+    """The driver: writes each run's JSONL (lines, default one RESULT line) and answers with its records (GPU state
+    gpu, default GPU)."""
+    gpu = GPU if gpu is None else gpu
+
     def run(argv):
         plan = json.loads(argv[3])
         if seen is not None:
