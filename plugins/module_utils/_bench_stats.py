@@ -58,6 +58,6 @@ def median_band(values):
     if not vals:
         return None, None
     k = 1
-    while 2 * (k + 1) <= len(vals) and _coverage(len(vals), k + 1) >= BAND_CONFIDENCE:
+    while _coverage(len(vals), k + 1) >= BAND_CONFIDENCE:  # at or past the middle the coverage is 0 or less
         k += 1
     return vals[k - 1], vals[-k]

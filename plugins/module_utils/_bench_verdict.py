@@ -13,7 +13,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
     throttle_mask, throttled_gpus)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, median_band, summarize
 from ansible_collections.gpuserve.sglang.plugins.module_utils._health_drift import differences, where, xid_events
-from ansible_collections.gpuserve.sglang.plugins.module_utils._speculative import lossy_settings
+from ansible_collections.gpuserve.sglang.plugins.module_utils._speculative import lossy_settings, speculative
 
 # An accept length at or below this is a draft that does not work: every verify step emits about the one token the
 # target makes anyway (EAGLE with an EAGLE-3 head gives exactly 1.00; SGLang's own CI wants more than 1.6 of a
@@ -23,12 +23,6 @@ DRAFT_WORKS_ABOVE = 1.05
 
 def _pct(new, old):
     return (new / old - 1.0) * 100.0 if old else None
-
-
-def speculative(visit):
-    """Whether the visit's server ran a draft (its args name a speculative algorithm)."""
-    algorithm = (visit.get("args") or {}).get("speculative_algorithm")
-    return bool(algorithm) and str(algorithm).upper() != "NONE"
 
 
 def _serving_concurrency(visits):
@@ -195,7 +189,7 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         probs = []
         for run in vruns:
             probs.extend(_run_problems(run, mask, require_clean_tree))
-        if speculative(visit):
+        if speculative(visit.get("args")):
             probs.extend(_accept_problems(visit, vruns, concurrencies))
         per_c = {}
         for conc in concurrencies:
@@ -297,10 +291,10 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
             arm["accept_length"] = median(readings) if readings else None
             arm["accept_length_sources"] = sorted({str(r["metrics"]["accept_length_source"]) for r in vruns
                                                    if r["metrics"].get("accept_length_source")})
-            arm["flags"] = lossy_settings(next((v.get("args") for v in visits if v["arm"] == name), None))
-            arm["losses"] = [{"concurrency": c, "speedup_pct": arm["concurrency"][str(c)]["speedup_pct"]}
-                             for c in concurrencies
-                             if (arm["concurrency"][str(c)]["speedup_pct"] or 0.0) < -min_speedup_pct]
+            arm["flags"] = lossy_settings(next(v.get("args") for v in visits if v["arm"] == name))
+            arm["losses"] = [{"concurrency": c, "speedup_pct": pct} for c in concurrencies
+                             for pct in [arm["concurrency"][str(c)]["speedup_pct"]]
+                             if pct is not None and pct < -min_speedup_pct]
             _decide(arm, comps, visit_stats, decision_concurrency, min_speedup_pct)
         arms.append(arm)
 
@@ -358,10 +352,12 @@ def _decide(arm, comps, visit_stats, decision_concurrency, min_speedup_pct):
         arm["reason"] = ("%s than the adjacent baselines: a loss beyond %.1f%% at any measured concurrency blocks "
                          "acceptance" % (_losses(arm), min_speedup_pct))
         return
-    if sp is None or sp < min_speedup_pct:
+    # a valid arm has a speedup at every concurrency: a comparison without one (no baseline, no run, a baseline at
+    # 0 tok/s, which drifts inf %) is invalid
+    if sp < min_speedup_pct:
         arm["decision"] = "rejected"
         arm["reason"] = ("%.1f%% vs the adjacent baselines at concurrency %d, below the %.1f%% needed"
-                         % (sp if sp is not None else float("nan"), decision_concurrency, min_speedup_pct))
+                         % (sp, decision_concurrency, min_speedup_pct))
         return
     stats = {v["index"]: v for v in visit_stats}
     noise = [n for n in (_noise(c, stats, key) for c in comps) if n]

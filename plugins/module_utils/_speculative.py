@@ -44,6 +44,13 @@ def draft_problem(algorithm, architectures, path):
     return None
 
 
+def speculative(args):
+    """Whether a launch config (SGLang field names to values) runs a draft: it names a speculative algorithm other
+    than SGLang's NONE."""
+    algorithm = (args if isinstance(args, dict) else {}).get("speculative_algorithm")
+    return bool(algorithm) and str(algorithm).upper() != "NONE"
+
+
 def _number(value):
     """value as a float, or None where it is none (SGLang's parser refuses what the argument check sees first)."""
     if isinstance(value, bool):
@@ -62,8 +69,7 @@ def lossy_settings(args):
     """The settings in args (SGLang field names to values: sglang_server_args over its base args, or a benchmark
     arm's) that make speculative verification lossy or change its steps at run time, one sentence each: what it
     does and why it matters. [] without a speculative algorithm (then SGLang ignores them)."""
-    args = args if isinstance(args, dict) else {}
-    if not args.get("speculative_algorithm"):
+    if not speculative(args):
         return []
     flags = []
     single = _number(args.get("speculative_accept_threshold_single"))

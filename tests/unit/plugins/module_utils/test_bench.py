@@ -380,3 +380,20 @@ def test_the_band_of_a_median_narrows_with_more_repeats(values, band):
                                             (2, 1, 0.5), (1, 1, 0.0)])
 def test_the_bands_coverage_is_the_binomial_one(n, k, coverage):
     assert st._coverage(n, k) == coverage
+
+
+def test_summarize_gives_every_figure_and_none_for_no_values():
+    assert st.summarize([]) == {"n": 0, "median": None, "min": None, "max": None, "spread_pct": None, "stdev": None}
+    assert st.summarize([2.0, 4.0, 9.0]) == {"n": 3, "median": 4.0, "min": 2.0, "max": 9.0, "mean": 5.0,
+                                             "stdev": 13.0 ** 0.5, "spread_pct": 175.0}
+    assert st.summarize([4.0])["stdev"] == 0.0 and st.summarize([0.0, 0.0])["spread_pct"] is None
+
+
+@pytest.mark.parametrize("values, mid", [([5, 1, 4, 2, 3], 3), ([6, 1, 5, 2, 4, 3], 3.5), ([7], 7)])
+def test_the_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones(values, mid):
+    assert st.median(values) == mid
+
+
+def test_the_median_of_nothing_is_refused():
+    with pytest.raises(b.BenchError, match="^median of no values$"):
+        st.median([])

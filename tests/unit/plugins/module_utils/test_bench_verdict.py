@@ -513,6 +513,15 @@ def test_a_link_that_differs_between_arms_makes_the_comparison_invalid_naming_gp
             "links" % (mine, theirs, label)) in v["problems"], v["problems"]
 
 
+def test_links_are_compared_with_the_variants_first_run_in_every_later_run():
+    runs = healthy_runs(ONE_ARM, FAST)
+    second = [r for r in runs if r["visit"] == 1][1]
+    second["provenance"]["gpu_health"] = reading(change={"pcie": {"width": 8}})
+    assert bv.verdict(runs, ONE_ARM)["problems"] == [
+        "visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): PCIe link Gen 5 x16, but Gen 5 x8 on visit 1 eagle3-s2; arms "
+        "must run on the same links"]
+
+
 def test_an_unknown_link_on_one_side_differs_from_a_known_one():
     runs = healthy_runs(ONE_ARM, FAST, {0: reading(change={"pcie": {"gen": None}})})
     v = bv.verdict(runs, ONE_ARM)
@@ -534,7 +543,8 @@ def test_xid_events_that_cannot_be_placed_or_a_kernel_log_unread_are_invalid_too
         1: reading(dmesg=XID13, since=None), 2: reading(log_error="dmesg failed (rc 1): Operation not permitted")})
     problems = bv.verdict(runs, ONE_ARM)["problems"]
     assert any(p.startswith("visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): 1 Xid event(s) since boot")
-               and "may have come between arms" in p for p in problems), problems
+               and p.endswith(", and the visit's start could not be placed in the kernel log, so they may have "
+                              "come between arms") for p in problems), problems
     assert any(p.startswith("visit 2 baseline: GPU 0 (bus 0000:00:06.0): Xid events unknown: the kernel log could "
                             "not be read: dmesg failed") for p in problems), problems
 
@@ -711,6 +721,12 @@ def test_every_round_must_clear_the_scatter():
     arm = arms_of(bv.verdict(repeats(visits, samples), visits))["eagle3-s2"]
     assert arm["decision"] == "inconclusive" and "visit 3 eagle3-s2 at concurrency 1" in arm["reason"]
     assert "visit 1 " not in arm["reason"]
+    # both rounds inside, one of them on both sides: every reason is named
+    samples[1], samples[2] = [63.0, 72.0, 74.0], [60.0, 64.0, 72.0]
+    arm = arms_of(bv.verdict(repeats(visits, samples), visits))["eagle3-s2"]
+    assert ("visit 1 eagle3-s2 at concurrency 1: +12.5% is inside the scatter of the repeats (the band of its median, "
+            "63.00-74.00 tok/s, reaches down to the baselines' 64.00; baseline visit 2's, 60.00-72.00 tok/s, reaches "
+            "up to its median 72.00); visit 3 eagle3-s2 at concurrency 1: ") in arm["reason"]
 
 
 # ------------------------------------------------------------------ a draft that does not work
@@ -768,9 +784,10 @@ def test_a_speculative_run_without_an_accept_length_reading_is_no_pass(source_ke
     assert arm["accept_length_sources"] == (["server_info"] if source_key else [])
 
 
-def test_a_variant_without_a_draft_and_the_baselines_need_no_accept_length():
+@pytest.mark.parametrize("algorithm", [None, "", "none", "NONE"])
+def test_a_variant_without_a_draft_and_the_baselines_need_no_accept_length(algorithm):
     visits = served(1, "baseline", "eagle3-s2", "baseline")
-    visits[1]["args"]["speculative_algorithm"] = None  # an arm that compares something else
+    visits[1]["args"]["speculative_algorithm"] = algorithm  # an arm that compares something else
     v = bv.verdict(at(visits, {1: (80.0, 88.0)}, accept=None), visits)
     assert v["valid"] is True and v["winner"] == "eagle3-s2"
     assert arms_of(v)["eagle3-s2"]["accept_length"] is None

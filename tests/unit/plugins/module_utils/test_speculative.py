@@ -50,6 +50,23 @@ def test_pairs_sglang_serves_as_meant_or_that_cannot_be_judged_pass(algorithm, a
     assert sp.draft_problem(algorithm, archs, "/d") is None
 
 
+# ------------------------------------------------------------------------------------------------- speculative
+
+
+@pytest.mark.parametrize("args, runs_a_draft", [
+    ({"speculative_algorithm": "EAGLE3"}, True),
+    ({"speculative_algorithm": "ngram"}, True),
+    ({"speculative_algorithm": "none"}, False),  # SGLang's NONE, in any case
+    ({"speculative_algorithm": "NONE"}, False),
+    ({"speculative_algorithm": ""}, False),
+    ({"speculative_algorithm": None}, False),
+    ({}, False),
+    (None, False),
+])
+def test_a_config_runs_a_draft_when_it_names_an_algorithm_other_than_none(args, runs_a_draft):
+    assert sp.speculative(args) is runs_a_draft
+
+
 # ------------------------------------------------------------------------------------------------- lossy settings
 
 EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3}
