@@ -32,6 +32,11 @@ Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (defa
 Speculative decoding (--speculative-algorithm set): each verify step emits on average GPUSIM_SPEC_ACCEPT_LENGTH
 tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode steps (default 1.5);
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
+The accept length follows the algorithm/draft pairing, as SGLang 0.5.23 serves it: EAGLE (or NEXTN) with an EAGLE-3
+head (the draft's config.json `architectures` names an *Eagle3* class) emits exactly one token per verify step
+(accept length 1.00, no error: the head skips its fc layer); any other pairing, or a draft without a readable
+config.json (the lab's), the accept length above. Not modelled: EAGLE3 with a draft that is no EAGLE-3 head, which
+SGLang fails at start with (the role refuses it before).
 
 Multi-node (SIMULATED; one server, tensor parallel over N nodes, as SGLang 0.5.23 runs it with `--nnodes N
 --node-rank i --dist-init-addr HOST:PORT` (alias --nccl-init-addr) `--dist-timeout SECONDS`; nnodes 1, the default,
@@ -250,8 +255,7 @@ class Engine:
         self.prefill_tps = env_float("GPUSIM_PREFILL_TOKENS_PER_S", 20000)
         self.noise = env_float("GPUSIM_NOISE", 0.02)
         self.spec = bool(args.speculative_algorithm)
-        steps = args.speculative_num_steps or 3
-        self.accept = env_float("GPUSIM_SPEC_ACCEPT_LENGTH", min(steps + 1, 2.6)) if self.spec else 1.0
+        self.accept = spec_accept_length(args) if self.spec else 1.0
         self.step_cost = env_float("GPUSIM_SPEC_STEP_COST", 1.5) if self.spec else 1.0
         self.attn_factor = 1.0
         if self.spec and args.speculative_attention_mode == "decode":
@@ -300,7 +304,10 @@ class Engine:
                 yield [random.choice(WORDS) for _ in range(n)], done, steps, done >= max_new
             self.metrics.finished(done, steps if self.spec else 0, stream)
             with self.lock:
-                self.accepted_tokens += done
+                # SGLang's avg_spec_accept_length counts the tokens verify steps emitted (metrics_reporter
+                # spec_num_accept_tokens), not the prefill's: a draft never accepted reads exactly 1.00 there, while
+                # meta_info's spec_accept_length divides completion_tokens (16 / 15 for 16 tokens)
+                self.accepted_tokens += done - 1
                 self.verify_steps += steps
                 dt = time.time() - t0
                 if dt > 0:
@@ -382,6 +389,15 @@ class Metrics:
                         'is_streaming="%s",' % stream if by_stream else "", name)
                     lines.append("%s{%s} %r" % (metric, labels, float(value)))
         return "\n".join(lines) + "\n"
+
+
+def spec_accept_length(args):
+    """SIMULATED mean tokens per verify step for the algorithm and the draft (module docstring)."""
+    if args.speculative_algorithm.upper() in ("EAGLE", "NEXTN") and args.speculative_draft_model_path:
+        archs = model_identity(args.speculative_draft_model_path)["architectures"] or []
+        if any("eagle3" in str(arch).lower() for arch in archs):
+            return 1.0
+    return env_float("GPUSIM_SPEC_ACCEPT_LENGTH", min((args.speculative_num_steps or 3) + 1, 2.6))
 
 
 def model_identity(model_path):
