@@ -55,8 +55,9 @@ def client_argv(base_url, dataset, dataset_path, tokenizer, num_prompts, input_l
                 output_file, seed=1, model=None, warmup_requests=1, flush_cache=True, extra_args=()):
     """The client's arguments for one run (after `python -m CLIENT`): local files only, JSONL out.
 
-    sharegpt: the conversations' first turns with the tokenizer's chat template, each answered with output_len
-    tokens (--sharegpt-output-len). random: fixed lengths (--random-range-ratio 1.0). --flush-cache makes the client
+    sharegpt: the conversations' first turns, each answered with output_len tokens (--sharegpt-output-len); the
+    dataset_path given is the one the driver wrote with the chat template applied (_bench_driver.chat_prompt says
+    why not the client's --apply-chat-template). random: fixed lengths (--random-range-ratio 1.0). --flush-cache makes the client
     flush right after its own warmup requests, so the server's cumulative avg_spec_accept_length covers only the
     measured requests.
     """
@@ -71,7 +72,7 @@ def client_argv(base_url, dataset, dataset_path, tokenizer, num_prompts, input_l
     if dataset == "sharegpt":
         if int(output_len) < 4:  # sample_sharegpt_requests: "output_len too small"
             raise BenchError("the sharegpt dataset needs an output length of at least 4 tokens, got %s" % output_len)
-        argv += ["--apply-chat-template", "--sharegpt-output-len", str(int(output_len))]
+        argv += ["--sharegpt-output-len", str(int(output_len))]
     elif dataset == "random":
         argv += ["--random-input-len", str(int(input_len)), "--random-output-len", str(int(output_len)),
                  "--random-range-ratio", "1.0"]

@@ -20,7 +20,9 @@ library only at load: prometheus_client (a dependency of SGLang) is imported whe
       random and numpy seeds) from the run's argv, and the module body runs in a fresh namespace each time, so no
       state of one run reaches the next. A measured run reads the GPU state before and after it (PLAN's nvidia-smi
       argv lists, built and parsed by the module: one reader) and SGLang's /metrics counters right before and right
-      after it. Prints one JSON object: {"runs": [...], "error": null or what stopped the visit}.
+      after it. With PLAN's `template`, it first writes the ShareGPT dataset again with each first user turn in the
+      tokenizer's chat template (chat_prompt). Prints one JSON object: {"runs": [...], "error": null or what stopped
+      the visit}.
 """
 import contextlib
 import datetime
@@ -146,11 +148,56 @@ def run_client(client, argv):
     return error, buf.getvalue()[-TAIL:]
 
 
+def chat_prompt(tokenizer, text):
+    """One user turn in the tokenizer's chat template, as text the server will encode with its special tokens.
+
+    Where that encoding adds the BOS, a BOS the template wrote would be doubled, so a leading one goes. SGLang's
+    client (--apply-chat-template) deletes every copy of the BOS string instead: for a ChatML model whose BOS is
+    <|im_start|> (SmolLM2's), that deletes every turn marker and the model answers a prompt it never saw in
+    training. So the client gets the prompts templated here and sends them as they are."""
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                           tokenize=False)
+    bos = tokenizer.bos_token
+    if bos and prompt.startswith(bos) and tokenizer.encode("a")[:1] == [tokenizer.bos_token_id]:
+        prompt = prompt[len(bos):]
+    return prompt
+
+
+def templated(conversations, tokenizer):
+    """The ShareGPT conversations the client would sample (two turns or more), their first turn templated."""
+    out = []
+    for conv in conversations:
+        turns = conv.get("conversations", conv.get("conversation", []))
+        if len(turns) >= 2:
+            first = dict(turns[0], value=chat_prompt(tokenizer, turns[0]["value"]))
+            out.append(dict(conv, conversations=[first] + list(turns[1:2])))
+    return out
+
+
+def template_dataset(spec):
+    """PLAN's template: {source, output, tokenizer}: the dataset written again, templated. transformers is the
+    client's own dependency."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(spec["tokenizer"])
+    with open(spec["source"]) as f:
+        conversations = json.load(f)
+    with open(spec["output"], "w") as f:
+        json.dump(templated(conversations, tokenizer), f)
+
+
 def run_plan(plan):
-    """PLAN: {client, base_url, flush_timeout (null: no flush), gpu_argvs, counters, runs: [{label, argv,
-    output_file, measured}]}. Stops at the first run that fails."""
+    """PLAN: {client, base_url, flush_timeout (null: no flush), gpu_argvs, counters, template (null or
+    template_dataset's spec), runs: [{label, argv, output_file, measured}]}. Stops at the first run that fails."""
     base = plan["base_url"]
     done = []
+    if plan.get("template"):
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                template_dataset(plan["template"])
+        except Exception as exc:
+            return {"runs": done, "error": "the chat template could not be applied to %s: %s: %s"
+                    % (plan["template"]["source"], type(exc).__name__, exc)}
     for run in plan["runs"]:
         rec = {"label": run["label"]}
         done.append(rec)

@@ -172,9 +172,14 @@ def run_module(module):
     base = p["base_url"].rstrip("/")
     warmup_requests = client_warmup_requests(p["warmup_runs"])
     planned = visit_runs(p["warmup_runs"], p["repeats"], p["concurrency"], p["output_prefix"])
+    template = None
+    if p["dataset"] == "sharegpt":
+        template = {"source": p["dataset_path"], "output": p["output_prefix"] + "-dataset.json",
+                    "tokenizer": p["tokenizer"]}
     try:
         for run in planned:
-            run["argv"] = client_argv(base, p["dataset"], p["dataset_path"], p["tokenizer"], p["num_prompts"],
+            run["argv"] = client_argv(base, p["dataset"], template["output"] if template else p["dataset_path"],
+                                      p["tokenizer"], p["num_prompts"],
                                       p["input_len"], p["output_len"], run["concurrency"], run["output_file"],
                                       seed=p["seed"], model=p["model"], warmup_requests=warmup_requests,
                                       flush_cache=p["flush_cache"], extra_args=p["extra_args"])
@@ -198,7 +203,7 @@ def run_module(module):
     gpu_argvs = [runner.argv(argv, p["nvidia_smi_timeout"]) for argv in gpu_state_argvs(
         {"gpus": [], "nvidia_smi": p["nvidia_smi"]})]
     plan = {"client": client, "base_url": base, "gpu_argvs": gpu_argvs, "counters": list(ACCEPT_LENGTH_COUNTERS),
-            "flush_timeout": p["flush_timeout"] if p["flush_cache"] else None,
+            "flush_timeout": p["flush_timeout"] if p["flush_cache"] else None, "template": template,
             "runs": [{key: run[key] for key in ("label", "argv", "output_file", "measured")} for run in planned]}
     rc, out, err = run_driver(module, p["python"], ["run", json.dumps(plan)],
                               cwd=os.path.dirname(p["output_prefix"]) or None)

@@ -14,14 +14,16 @@ def args(dataset="sharegpt", **kw):
     return c.client_argv(**base)
 
 
-def test_sharegpt_sends_chat_prompts_with_a_fixed_output_length_local_files_jsonl_and_flush():
+def test_sharegpt_sends_the_prompts_as_written_with_a_fixed_output_length_local_files_jsonl_and_flush():
     argv = args()
     joined = " ".join(argv)
     for part in ("--backend sglang", "--dataset-name sharegpt", "--dataset-path /d.json", "--tokenizer /models/kimi",
-                 "--apply-chat-template --sharegpt-output-len 512", "--max-concurrency 1", "--output-file /out.jsonl",
+                 "--sharegpt-output-len 512", "--max-concurrency 1", "--output-file /out.jsonl",
                  "--warmup-requests 1", "--base-url http://127.0.0.1:30000", "--num-prompts 32"):
         assert part in joined
     assert "--random-input-len" not in joined and "--random-output-len" not in joined
+    # the driver applies the chat template: the client's option deletes every copy of the BOS string
+    assert "--apply-chat-template" not in joined
     assert argv[-1] == "--flush-cache" and "--model" not in argv
 
 

@@ -360,3 +360,48 @@ def test_pick_with_import_needs_prometheus_clients_parser(tmp_path, fake_sglang)
         "prometheus_client.parser does not import in %s: ImportError: No module named prometheus_client (test) "
         "(SGLang depends on it; the benchmark parses /metrics with it)" % sys.prefix)
     assert pick(site).returncode == 0  # found without importing anything
+
+
+class ChatTokenizer:
+    """A tokenizer's chat-template surface: ChatML, with or without a BOS its encoding adds."""
+
+    def __init__(self, bos, adds_bos):
+        self.bos_token, self.bos_token_id, self.adds_bos = bos, 1, adds_bos
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        assert add_generation_prompt and not tokenize
+        return "".join("%s%s\n%s<|im_end|>\n" % (self.bos_token, m["role"], m["content"]) for m in messages) + \
+            self.bos_token + "assistant\n"
+
+    def encode(self, text):
+        return ([self.bos_token_id] if self.adds_bos else []) + [7] * len(text)
+
+
+def test_a_chatml_prompt_keeps_every_turn_marker_when_the_bos_is_one():
+    # SmolLM2: BOS <|im_start|>, not added by its encoding; SGLang's client would delete all three markers
+    got = d.chat_prompt(ChatTokenizer("<|im_start|>", adds_bos=False), "Hi")
+    assert got == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_leading_bos_the_encoding_adds_again_is_written_once():
+    got = d.chat_prompt(ChatTokenizer("<s>", adds_bos=True), "Hi")
+    assert got == "user\nHi<|im_end|>\n<s>assistant\n"
+
+
+def test_the_dataset_is_written_again_with_first_turns_templated_and_one_turn_conversations_dropped(tmp_path):
+    convs = [{"id": "a", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Yo"},
+                                           {"from": "human", "value": "more"}]},
+             {"id": "b", "conversations": [{"from": "human", "value": "alone"}]}]
+    got = d.templated(convs, ChatTokenizer("<|im_start|>", adds_bos=False))
+    assert got == [{"id": "a", "conversations": [
+        {"from": "human", "value": "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
+        {"from": "gpt", "value": "Yo"}]}]
+
+
+def test_a_template_that_fails_stops_the_visit_before_any_run(tmp_path, scripted):
+    p = plan(tmp_path, [("m", True, [])])
+    p["template"] = {"source": str(tmp_path / "absent.json"), "output": str(tmp_path / "t.json"),
+                     "tokenizer": str(tmp_path)}
+    result = d.run_plan(p)
+    assert result["error"].startswith("the chat template could not be applied to %s: " % (tmp_path / "absent.json"))
+    assert scripted == [] and result["runs"] == []

@@ -156,7 +156,10 @@ def test_a_visit_runs_in_one_driver_process_and_records_each_measured_run(params
     first = plan["runs"][2]["argv"]
     assert first[first.index("--warmup-requests") + 1] == "0"  # the visit warms up itself
     assert first[first.index("--output-file") + 1] == params["output_prefix"] + "-c1-r0.jsonl"
-    assert "--apply-chat-template" in first and "http://127.0.0.1:30000" in first
+    assert "--apply-chat-template" not in first and "http://127.0.0.1:30000" in first
+    templated = params["output_prefix"] + "-dataset.json"
+    assert plan["template"] == {"source": params["dataset_path"], "output": templated, "tokenizer": params["tokenizer"]}
+    assert first[first.index("--dataset-path") + 1] == templated
     assert [p["label"] for p in res["plan"]] == [r["label"] for r in plan["runs"]]
 
     assert [(r["repeat"], r["concurrency"]) for r in res["runs"]] == [(0, 1), (0, 4), (1, 1), (1, 4)]
