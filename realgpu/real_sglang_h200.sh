@@ -51,7 +51,7 @@ pack() {  # pack NAME DIR...: one tarball back in $OUT
 
 use_site() {
     export PYTHONPATH=$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages
-    export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false
+    export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 SGLANG_IS_FLASHINFER_AVAILABLE=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     export PATH=$R/shim/bin:$PATH ANSIBLE_CONFIG=$WT/ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
     # each task's time in every play's log: ansible.posix's profile_tasks callback (GPL-3.0, carried as a file
     # beside the wheels by real_sglang_prepare.sh; the machine's ansible-core has no timing callback of its own)

@@ -14,7 +14,8 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
   /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache and absent
-  until a verify step ran), /flush_cache,
+  until a verify step ran), /flush_cache, /metrics (only with --enable-metrics, as SGLang: the two counters the
+  benchmark reads, class Metrics),
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - exits 1 when it cannot bind its --host/--port (an address it lacks, a port in use or outside 0-65535), as
@@ -31,6 +32,11 @@ Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (defa
 Speculative decoding (--speculative-algorithm set): each verify step emits on average GPUSIM_SPEC_ACCEPT_LENGTH
 tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode steps (default 1.5);
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
+The accept length follows the algorithm/draft pairing, as SGLang 0.5.23 serves it: EAGLE (or NEXTN) with an EAGLE-3
+head (the draft's config.json `architectures` names an *Eagle3* class) emits exactly one token per verify step
+(accept length 1.00, no error: the head skips its fc layer); any other pairing, or a draft without a readable
+config.json (the lab's), the accept length above. Not modelled: EAGLE3 with a draft that is no EAGLE-3 head, which
+SGLang fails at start with (the role refuses it before).
 
 Multi-node (SIMULATED; one server, tensor parallel over N nodes, as SGLang 0.5.23 runs it with `--nnodes N
 --node-rank i --dist-init-addr HOST:PORT` (alias --nccl-init-addr) `--dist-timeout SECONDS`; nnodes 1, the default,
@@ -134,6 +140,7 @@ def parse_args(argv):
     p.add_argument("--cuda-graph-max-bs", type=int, default=None)
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--enable-metrics", action="store_true")
     args, unknown = p.parse_known_args(argv)
     return args, unknown
 
@@ -248,8 +255,7 @@ class Engine:
         self.prefill_tps = env_float("GPUSIM_PREFILL_TOKENS_PER_S", 20000)
         self.noise = env_float("GPUSIM_NOISE", 0.02)
         self.spec = bool(args.speculative_algorithm)
-        steps = args.speculative_num_steps or 3
-        self.accept = env_float("GPUSIM_SPEC_ACCEPT_LENGTH", min(steps + 1, 2.6)) if self.spec else 1.0
+        self.accept = spec_accept_length(args) if self.spec else 1.0
         self.step_cost = env_float("GPUSIM_SPEC_STEP_COST", 1.5) if self.spec else 1.0
         self.attn_factor = 1.0
         if self.spec and args.speculative_attention_mode == "decode":
@@ -259,6 +265,7 @@ class Engine:
         self.max_running = args.max_running_requests or 256
         self.slots = threading.BoundedSemaphore(self.max_running)
         self.running = 0  # requests in flight (holding a slot), for /v1/loads
+        self.metrics = Metrics(args.served_model_name or args.model_path)
         self.reset_stats()
 
     def reset_stats(self):
@@ -279,7 +286,7 @@ class Engine:
         n = lo + (1 if random.random() < self.accept - lo else 0)
         return max(1, min(top, n))
 
-    def generate(self, prompt_tokens, max_new):
+    def generate(self, prompt_tokens, max_new, stream=False):
         """Yields (new_token_texts, completion_tokens, verify_steps_so_far, finished)."""
         with self.slots, self.in_flight():
             time.sleep(prompt_tokens / self.prefill_tps + 0.005)
@@ -295,8 +302,12 @@ class Engine:
                 done += n
                 steps += 1
                 yield [random.choice(WORDS) for _ in range(n)], done, steps, done >= max_new
+            self.metrics.finished(done, steps if self.spec else 0, stream)
             with self.lock:
-                self.accepted_tokens += done
+                # SGLang's avg_spec_accept_length counts the tokens verify steps emitted (metrics_reporter
+                # spec_num_accept_tokens), not the prefill's: a draft never accepted reads exactly 1.00 there, while
+                # meta_info's spec_accept_length divides completion_tokens (16 / 15 for 16 tokens)
+                self.accepted_tokens += done - 1
                 self.verify_steps += steps
                 dt = time.time() - t0
                 if dt > 0:
@@ -340,6 +351,53 @@ class Engine:
                 return None
             # SGLang reports it only once a verify step ran (internal_state.py _average_accept_length)
             return round(self.accepted_tokens / self.verify_steps, 4) if self.verify_steps else None
+
+
+class Metrics:
+    """GET /metrics with --enable-metrics: the two counters the benchmark reads the accept length from, with SGLang
+    0.5.23's names, types, help texts and labels (srt/observability/metrics_collector.py, TokenizerMetricsCollector:
+    both incremented once per finished request, by its completion tokens and, when it ran any, its spec_verify_ct)
+    in its multiprocess exposition (no _created samples; a label set appears once a request incremented it).
+    SGLang's other metrics are not served."""
+
+    COUNTERS = (("sglang:generation_tokens_total", "Number of generation tokens processed.", True),
+                ("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.", False))
+
+    def __init__(self, model_name):
+        self.model_name = model_name
+        self.lock = threading.Lock()
+        self.values = {}  # (counter name, is_streaming or None) -> value; never reset, as a counter is not
+
+    def finished(self, completion_tokens, spec_verify_ct, stream):
+        with self.lock:
+            key = ("sglang:generation_tokens_total", "true" if stream else "false")
+            self.values[key] = self.values.get(key, 0.0) + completion_tokens
+            if spec_verify_ct > 0:
+                key = ("sglang:spec_verify_calls_total", None)
+                self.values[key] = self.values.get(key, 0.0) + spec_verify_ct
+
+    def text(self):
+        name = self.model_name.replace("\\", "\\\\").replace('"', '\\"')
+        lines = []
+        with self.lock:
+            values = dict(self.values)
+        for metric, doc, by_stream in self.COUNTERS:
+            lines += ["# HELP %s %s" % (metric, doc), "# TYPE %s counter" % metric]
+            for (key, stream), value in sorted(values.items(), key=lambda kv: str(kv[0])):
+                if key == metric:
+                    labels = 'engine_type="unified",%smodel_name="%s"' % (
+                        'is_streaming="%s",' % stream if by_stream else "", name)
+                    lines.append("%s{%s} %r" % (metric, labels, float(value)))
+        return "\n".join(lines) + "\n"
+
+
+def spec_accept_length(args):
+    """SIMULATED mean tokens per verify step for the algorithm and the draft (module docstring)."""
+    if args.speculative_algorithm.upper() in ("EAGLE", "NEXTN") and args.speculative_draft_model_path:
+        archs = model_identity(args.speculative_draft_model_path)["architectures"] or []
+        if any("eagle3" in str(arch).lower() for arch in archs):
+            return 1.0
+    return env_float("GPUSIM_SPEC_ACCEPT_LENGTH", min((args.speculative_num_steps or 3) + 1, 2.6))
 
 
 def model_identity(model_path):
@@ -429,6 +487,13 @@ def make_handler(engine, args):
                                 "has_audio_understanding": False, "gpuserve_lab_simulated": True,
                                 **{k: v for k, v in model_identity(args.model_path).items()
                                    if k in ("model_type", "architectures")}})
+            elif r == "/metrics" and args.enable_metrics:
+                data = engine.metrics.text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             elif r == "/v1/loads":
                 self.send_json(engine.loads())
             elif r == "/v1/models":
@@ -503,7 +568,7 @@ def make_handler(engine, args):
             if stream:
                 self.sse_start()
             meta = {}
-            for toks, done, steps, finished in engine.generate(plen, max_new):
+            for toks, done, steps, finished in engine.generate(plen, max_new, stream):
                 text += "".join(toks)
                 meta = {"id": rid, "finish_reason": {"type": "length", "length": done} if finished else None,
                         "prompt_tokens": plen, "completion_tokens": done, "cached_tokens": 0,
@@ -533,7 +598,7 @@ def make_handler(engine, args):
             if stream:
                 self.sse_start()
             text, done = "", 0
-            for toks, done, steps, finished in engine.generate(plen, max_new):
+            for toks, done, steps, finished in engine.generate(plen, max_new, stream):
                 piece = "".join(toks)
                 text += piece
                 if stream:

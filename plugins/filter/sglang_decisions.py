@@ -217,7 +217,8 @@ NOTHING_WRITTEN = ' Nothing was written or stopped: the server runs as before.'
 
 def validation(result, context):
     """{ok, msg} of `gpuserve-sglang validate-args` (its registered result): whether the server can listen on its host
-    in this container, then whether SGLang accepts the arguments, and the message either way. context: vmid, record
+    in this container, whether the draft fits the speculative algorithm, then whether SGLang accepts the arguments,
+    and the message either way. context: vmid, record
     (sglang_server_args_check_record), rollback (a rollback's check: nothing is left to keep running)."""
     said = answer(result)
     keep = '' if context.get('rollback') else NOTHING_WRITTEN
@@ -230,6 +231,10 @@ def validation(result, context):
             "sglang_server_args to an address of this container (`ip -brief address` there), 0.0.0.0 for every IPv4 "
             "address, or leave it out (SGLang's default 127.0.0.1; behind a gateway, the address the gateway "
             'reaches).%s' % (bind.get('host'), bind.get('error'), context['vmid'], keep))}
+    draft = said.get('draft') or {'ok': True}
+    if not draft['ok']:
+        # SGLang 0.5.23 serves EAGLE with an EAGLE-3 draft at accept length 1.00, with no error
+        return {'ok': False, 'msg': '%s (sglang_server_args).%s' % (draft.get('error'), keep)}
     version = said.get('sglang_version') or '?'
     if not said.get('ok'):
         error = said.get('error') or ''

@@ -73,6 +73,13 @@ CLOCKS_QUERY_ARGV = (
 
 JSONL_REQUIRED = ("output_throughput", "mean_tpot_ms", "completed")
 
+# SGLang 0.5.23's counters behind the accept length (srt/observability/metrics_collector.py,
+# TokenizerMetricsCollector.observe_one_finished_request): each finished request adds its completion tokens and its
+# spec_verify_ct. Served at /metrics only with --enable-metrics.
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+SPEC_VERIFY_CALLS = "sglang:spec_verify_calls_total"
+ACCEPT_LENGTH_COUNTERS = (GENERATION_TOKENS, SPEC_VERIFY_CALLS)
+
 
 class BenchError(ValueError):
     """Input that cannot be trusted; the message says what and quotes the raw text."""
@@ -191,6 +198,42 @@ def parse_bench_jsonl(text, expected_prompts=None):
         out["expected"] = int(expected_prompts)
     out["raw"] = rec
     return out
+
+
+def metrics_counters(reading):
+    """The counters of one /metrics reading of the client driver ({status, counters} or {status, error}); None when
+    the server has no /metrics (404: started without --enable-metrics). Anything else it cannot vouch for raises."""
+    status = reading.get("status")
+    if status == 404:
+        return None
+    if status == 200 and isinstance(reading.get("counters"), dict):
+        return reading["counters"]
+    raise BenchError(reading.get("error") or "GET /metrics returned %s" % status)
+
+
+def accept_length(speculative, metrics_before, metrics_after, server_info_value):
+    """The run's accept length and where it comes from: {accept_length, accept_length_source, ...}.
+
+    metrics: with /metrics, delta generation tokens / delta verify calls over the run (robust: the counters count
+    every finished request, where /server_info's avg_spec_accept_length is not filled on some paths);
+    server_info: else the avg_spec_accept_length the client read from /server_info after the run; none: else, and
+    always for a baseline.
+    """
+    if not speculative:
+        return {"accept_length": None, "accept_length_source": "none"}
+    before, after = metrics_counters(metrics_before), metrics_counters(metrics_after)
+    if before is not None and after is not None:
+        tokens = after.get(GENERATION_TOKENS, 0.0) - before.get(GENERATION_TOKENS, 0.0)
+        calls = after.get(SPEC_VERIFY_CALLS, 0.0) - before.get(SPEC_VERIFY_CALLS, 0.0)
+        if tokens < 0 or calls < 0:
+            raise BenchError("/metrics counters went down during the run (%s %+g, %s %+g): did the server restart?"
+                             % (GENERATION_TOKENS, tokens, SPEC_VERIFY_CALLS, calls))
+        if calls > 0:
+            return {"accept_length": tokens / calls, "accept_length_source": "metrics",
+                    "generation_tokens": tokens, "spec_verify_calls": calls}
+    if server_info_value:
+        return {"accept_length": float(server_info_value), "accept_length_source": "server_info"}
+    return {"accept_length": None, "accept_length_source": "none"}
 
 
 _HEX64 = re.compile(r"^0x[0-9a-fA-F]{1,16}$")

@@ -3,25 +3,26 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one wrapper of SGLang's benchmark client and of the server endpoints it needs: private to this collection.
 
-Builds the bench_serving argv, picks `sglang.benchmark.serving` (0.5.22+) or the deprecated
-`sglang.bench_serving`, and checks /server_info against what the arm asked for. Used by the sglang_bench_run
-module. The workers' environment is read by the sglang_server role's helper (gpuserve-sglang worker-env), the
-one reader of it.
+Builds the bench_serving arguments of each run of a visit, the argv that picks `sglang.benchmark.serving` (0.5.22+)
+or the deprecated `sglang.bench_serving` (run by _bench_driver), and checks /server_info against what the arm asked
+for. Used by the sglang_bench_run module. The workers' environment is read by the sglang_server role's helper
+(gpuserve-sglang worker-env), the one reader of it.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_pick_client
-from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import script_argv
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError
 
 CLIENT_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
+# The client's datasets the role offers: ShareGPT-format conversations as chat prompts (real text: EAGLE-3's accept
+# length depends on content), or SGLang's `random` (ShareGPT tokens cut and tiled to a fixed prompt length).
+DATASETS = ("sharegpt", "random")
 
 
-def pick_client_argv(python, modules=CLIENT_MODULES, import_client=False):
-    """argv that prints the first of `modules` present in python's sglang (and imports it with import_client): the
-    script _bench_pick_client, run by that python (not isolated: the module's environment reaches it)."""
-    return script_argv(python, _bench_pick_client, *((["--import"] if import_client else []) + list(modules)),
-                       isolated=False)
+def pick_args(modules=CLIENT_MODULES, import_client=False):
+    """_bench_driver's arguments that print the first of `modules` present in the venv's sglang (and import it, with
+    prometheus_client's parser, with import_client)."""
+    return ["pick"] + (["--import"] if import_client else []) + list(modules)
 
 
 # bench_serving imports transformers for the tokenizer; the hub is never reached because both paths are local
@@ -30,25 +31,54 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
                "HF_HUB_DISABLE_TELEMETRY": "1"}
 
 
-def client_argv(python, client_module, base_url, dataset_path, tokenizer, num_prompts, input_len, output_len,
-                concurrency, output_file, seed=1, model=None, warmup_requests=1, flush_cache=True,
-                extra_args=()):
-    """argv for one bench_serving run: fixed lengths (--random-range-ratio 1.0), local files only, JSONL out.
+def client_warmup_requests(warmup_runs):
+    """The client's own warmup requests before each run: none when the visit has warmup runs of its own (the
+    client's would land in every measured run's /metrics counters), else one."""
+    return 0 if int(warmup_runs) > 0 else 1
 
-    --flush-cache makes the client flush right after its own warmup requests, so the server's cumulative
-    avg_spec_accept_length (reported as accept_length) covers only the measured requests.
+
+def visit_runs(warmup_runs, repeats, concurrency, output_prefix):
+    """A visit's runs in the order they run: the warmup runs (each concurrency), then the measured ones (each
+    repeat, each concurrency). [{measured, repeat, concurrency, label, output_file}]"""
+    runs = []
+    for measured, count in ((False, warmup_runs), (True, repeats)):
+        for rep in range(int(count)):
+            for conc in concurrency:
+                conc = int(conc)
+                runs.append({"measured": measured, "repeat": rep, "concurrency": conc,
+                             "label": "%s %d c=%d" % ("repeat" if measured else "warmup", rep, conc),
+                             "output_file": "%s-c%d-%s%d.jsonl" % (output_prefix, conc, "r" if measured else "w", rep)})
+    return runs
+
+
+def client_argv(base_url, dataset, dataset_path, tokenizer, num_prompts, input_len, output_len, concurrency,
+                output_file, seed=1, model=None, warmup_requests=1, flush_cache=True, extra_args=()):
+    """The client's arguments for one run (after `python -m CLIENT`): local files only, JSONL out.
+
+    sharegpt: the conversations' first turns, each answered with output_len tokens (--sharegpt-output-len); the
+    dataset_path given is the one the driver wrote with the chat template applied (_bench_driver.chat_prompt says
+    why not the client's --apply-chat-template). random: fixed lengths (--random-range-ratio 1.0). --flush-cache makes the client
+    flush right after its own warmup requests, so the server's cumulative avg_spec_accept_length covers only the
+    measured requests.
     """
     argv = [
-        python, "-m", client_module,
         "--backend", "sglang",
         "--base-url", base_url,
-        "--dataset-name", "random",
+        "--dataset-name", dataset,
         "--dataset-path", dataset_path,
         "--tokenizer", tokenizer,
         "--num-prompts", str(int(num_prompts)),
-        "--random-input-len", str(int(input_len)),
-        "--random-output-len", str(int(output_len)),
-        "--random-range-ratio", "1.0",
+    ]
+    if dataset == "sharegpt":
+        if int(output_len) < 4:  # sample_sharegpt_requests: "output_len too small"
+            raise BenchError("the sharegpt dataset needs an output length of at least 4 tokens, got %s" % output_len)
+        argv += ["--sharegpt-output-len", str(int(output_len))]
+    elif dataset == "random":
+        argv += ["--random-input-len", str(int(input_len)), "--random-output-len", str(int(output_len)),
+                 "--random-range-ratio", "1.0"]
+    else:
+        raise BenchError("unknown dataset %r: use one of %s" % (dataset, ", ".join(DATASETS)))
+    argv += [
         "--max-concurrency", str(int(concurrency)),
         "--request-rate", "inf",
         "--seed", str(int(seed)),

@@ -33,12 +33,16 @@ COLORS = {
     "baseline": (140, 140, 140),
     "accepted": (46, 139, 87),
     "rejected": (230, 145, 30),
+    "inconclusive": (200, 180, 60),
+    "draft_not_working": (130, 60, 160),
     "invalid": (200, 40, 40),
     "axis": (40, 40, 40),
     "grid": (225, 225, 225),
     "whisker": (0, 0, 0),
     "text": (20, 20, 20),
 }
+# The chart's legend: a visit's colour is its arm's decision
+LEGEND = ("baseline", "accepted", "rejected", "inconclusive", "draft_not_working", "invalid")
 
 
 def build_document(verdict, runs, visits, meta):
@@ -47,8 +51,8 @@ def build_document(verdict, runs, visits, meta):
         "format": REPORT_FORMAT,
         "meta": meta,
         "verdict": {k: verdict[k] for k in ("valid", "winner", "best_valid_arm", "summary", "problems",
-                                            "decision_concurrency", "concurrencies", "thresholds",
-                                            "baseline_drift_pct")},
+                                            "decision_concurrency", "decision_concurrency_why", "serving_concurrency",
+                                            "concurrencies", "thresholds", "baseline_drift_pct")},
         "arms": verdict["arms"],
         "comparisons": verdict["comparisons"],
         "visits": [dict(v, stats=s) for v, s in zip(_strip_args(visits), verdict["visits"])],
@@ -79,6 +83,10 @@ def _decision(arm):
     return "baseline" if arm["name"] == BASELINE else arm.get("decision", "-")
 
 
+def _words(code):
+    return code.replace("_", " ")
+
+
 def render_markdown(verdict, runs, meta):
     concs = verdict["concurrencies"]
     dc = verdict["decision_concurrency"]
@@ -86,11 +94,14 @@ def render_markdown(verdict, runs, meta):
     out.append("**Verdict: %s**" % verdict["summary"])
     out.append("")
     th = verdict["thresholds"]
-    out.append("Decision at concurrency %d; an arm must be at least %.1f%% faster than the mean of its two "
-               "adjacent fresh baselines, which may drift at most %.1f%%; throttle reasons that invalidate: %s; "
+    out.append("Decision at concurrency %d, %s; an arm must be at least %.1f%% faster than the mean of its two "
+               "adjacent fresh baselines, which may drift at most %.1f%%, with the gain outside the scatter of the "
+               "repeats, and no more than %.1f%% slower at any measured concurrency; an accept length at or below "
+               "%.2f is a draft that does not work; throttle reasons that invalidate: %s; "
                "reasons that must match between a variant and its baselines: %s. "
                "Baseline drift over the whole benchmark: %.1f%%."
-               % (dc, th["min_speedup_pct"], th["drift_pct"], ", ".join(th["throttle_reasons"]) or "none",
+               % (dc, verdict["decision_concurrency_why"], th["min_speedup_pct"], th["drift_pct"],
+                  th["min_speedup_pct"], th["draft_works_above"], ", ".join(th["throttle_reasons"]) or "none",
                   ", ".join(th["matched_reasons"]) or "none", verdict["baseline_drift_pct"]))
     out.append("")
     header = ["arm", "decision"]
@@ -99,7 +110,7 @@ def render_markdown(verdict, runs, meta):
                    "c=%d TPOT ms" % c]
     rows = []
     for arm in verdict["arms"]:
-        row = [arm["name"], _decision(arm)]
+        row = [arm["name"], _words(_decision(arm))]
         for c in concs:
             e = arm["concurrency"].get(str(c), {})
             t = e.get("output_throughput", {})
@@ -109,6 +120,7 @@ def render_markdown(verdict, runs, meta):
             row.append(_f((e.get("mean_tpot_ms") or {}).get("median")))
         rows.append(row)
     out += _table(header, rows)
+    out += ["", "## Decisions", ""] + _decision_lines(verdict)
     out += ["", "## Visits (in the order run)", ""]
     header = ["#", "arm", "round"] + ["c=%d median tok/s (spread)" % c for c in concs] + ["problems"]
     rows = []
@@ -137,6 +149,23 @@ def render_markdown(verdict, runs, meta):
     out += _provenance_lines(runs, meta)
     out += ["", "Chart: `%s`. Full data: `%s`." % (meta.get("chart", "chart.png"), meta.get("json", "results.json")), ""]
     return "\n".join(out)
+
+
+def _decision_lines(verdict):
+    """One line per variant arm: its decision and why, its accept length and where it was read, the settings that
+    make its verification lossy or its steps change."""
+    lines = []
+    for arm in verdict["arms"]:
+        if arm["name"] == BASELINE:
+            continue
+        why = arm.get("reason") or ("; ".join(arm["problems"]) if arm["decision"] == "invalid" else
+                                    "%+.1f%% at concurrency %d" % (arm["speedup_pct"], verdict["decision_concurrency"]))
+        accept = "none" if arm["accept_length"] is None else "%.2f%s" % (
+            arm["accept_length"], " (%s)" % ", ".join(arm["accept_length_sources"])
+            if arm["accept_length_sources"] else "")
+        lines.append("- %s: %s: %s. Accept length %s. Lossy or adaptive settings: %s."
+                     % (arm["name"], _words(arm["decision"]), why, accept, "; ".join(arm["flags"]) or "none"))
+    return lines
 
 
 def _provenance_lines(runs, meta):
@@ -182,7 +211,8 @@ def render_png(verdict, title="SGLang output tok/s per visit (median, min-max)")
     slot = max(70, max(text_width(v["arm"][:14]) for v in visits) + 10) if visits else 70
     left, right, top = 70, 20, 40
     panel_h, gap = 240, 60
-    width = left + right + slot * max(1, len(visits))
+    legend_w = sum(12 + text_width(_words(key)) + 10 for key in LEGEND)
+    width = max(left + right + slot * max(1, len(visits)), left + legend_w)
     height = top + len(concs) * (panel_h + gap) + 40
     cv = Canvas(width, height)
     cv.text(left, 12, title, COLORS["text"], scale=2 if text_width(title, 2) < width - left else 1)
@@ -226,9 +256,9 @@ def render_png(verdict, title="SGLang output tok/s per visit (median, min-max)")
             cv.text((x0 + x1) // 2 - text_width(tag) // 2, y1 + 6 + GLYPH_H + 3, tag, COLORS["text"])
     legend_y = height - 16
     x = left
-    for key in ("baseline", "accepted", "rejected", "invalid"):
+    for key in LEGEND:
         cv.rect(x, legend_y, x + 8, legend_y + GLYPH_H - 1, COLORS[key])
-        x += 12 + cv.text(x + 12, legend_y, key, COLORS["text"]) + 10
+        x += 12 + cv.text(x + 12, legend_y, _words(key), COLORS["text"]) + 10
     return cv.png()
 
 

@@ -11,12 +11,76 @@ import json
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import (
     BASELINE, DEFAULT_MATCHED_REASONS, DEFAULT_THROTTLE_REASONS, BenchError, matched_reasons_seen, reason_names,
     throttle_mask, throttled_gpus)
-from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, summarize
+from ansible_collections.gpuserve.sglang.plugins.module_utils._bench_stats import median, median_band, summarize
 from ansible_collections.gpuserve.sglang.plugins.module_utils._health_drift import differences, where, xid_events
+from ansible_collections.gpuserve.sglang.plugins.module_utils._speculative import lossy_settings, speculative
+
+# An accept length at or below this is a draft that does not work: every verify step emits about the one token the
+# target makes anyway (EAGLE with an EAGLE-3 head gives exactly 1.00; SGLang's own CI wants more than 1.6 of a
+# working EAGLE-3 draft), so the arm is judged by that, not by its speed.
+DRAFT_WORKS_ABOVE = 1.05
 
 
 def _pct(new, old):
     return (new / old - 1.0) * 100.0 if old else None
+
+
+def _serving_concurrency(visits):
+    """The arms' max_running_requests (plan_arms forces one value on every arm), or None when the visits do not say."""
+    values = {(v.get("args") or {}).get("max_running_requests") for v in visits} - {None}
+    return int(values.pop()) if len(values) == 1 else None
+
+
+def _decision_concurrency(chosen, serving, measured):
+    """(concurrency, why): the operator's choice, else the serving concurrency, else the highest measured. Not the
+    lowest: EAGLE-3's gain shrinks as the batch grows, so a gain at concurrency 1 says little of the load the
+    server runs."""
+    if chosen is not None:
+        chosen = int(chosen)
+        if chosen not in measured:
+            raise BenchError("decision concurrency %d was not measured (measured: %s)" % (chosen, measured))
+        return chosen, "set by the operator (sglang_benchmark_decision_concurrency)"
+    if serving in measured:
+        return serving, "the serving concurrency (max_running_requests %d)" % serving
+    if serving is None:
+        return measured[-1], "the highest measured (the serving concurrency, max_running_requests, is not known)"
+    return measured[-1], ("the highest measured: the serving concurrency (max_running_requests %d) was not measured; "
+                          "add it to sglang_benchmark_concurrency to decide there" % serving)
+
+
+def _accept_problems(visit, vruns, concurrencies):
+    """A speculative visit's runs without an accept-length reading, per concurrency: without one, whether its draft
+    works is unknown, so the run is no pass."""
+    problems = []
+    for conc in concurrencies:
+        here = [r for r in vruns if int(r["concurrency"]) == conc]
+        missing = [r for r in here if not (r.get("metrics") or {}).get("accept_length")]
+        if missing:
+            problems.append("visit %d %s at concurrency %d: %d of %d runs have no accept-length reading, so whether "
+                            "the draft works is unknown; a speculative run without one is no pass"
+                            % (visit["index"], visit["arm"], conc, len(missing), len(here)))
+    return problems
+
+
+def _noise(comp, stats, key):
+    """Why the comparison's gain at concurrency key cannot be told from the scatter of the repeats, or None. A gain
+    is a win only when the band of the arm's median (median_band) stays above the baselines' reference and the
+    arm's median above the band of each adjacent baseline."""
+    entry = comp["concurrency"][key]
+    low, high = median_band(stats[comp["visit"]]["concurrency"][key]["samples"])
+    inside = []
+    if low <= entry["baseline_ref"]:
+        inside.append("the band of its median, %.2f-%.2f tok/s, reaches down to the baselines' %.2f"
+                      % (low, high, entry["baseline_ref"]))
+    for index in comp["baseline_visits"]:
+        b_low, b_high = median_band(stats[index]["concurrency"][key]["samples"])
+        if b_high >= entry["median"]:
+            inside.append("baseline visit %d's, %.2f-%.2f tok/s, reaches up to its median %.2f"
+                          % (index, b_low, b_high, entry["median"]))
+    if not inside:
+        return None
+    return ("visit %d %s at concurrency %s: %+.1f%% is inside the scatter of the repeats (%s)"
+            % (comp["visit"], comp["arm"], key, entry["speedup_pct"], "; ".join(inside)))
 
 
 def _run_problems(run, mask, require_clean_tree):
@@ -87,8 +151,14 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
     throttle reason before/after any run involved, when a matched reason (the power cap) was seen on one side of
     the comparison but not the other at a concurrency, when requests failed, when the provenance is not the
     same everywhere, or when the GPU health of the runs involved (provenance.gpu_health) shows an Xid event, a
-    PCIe link that differs, or could not be read. An arm is accepted when all its comparisons are valid and its median speedup is at least
-    min_speedup_pct (a gain smaller than the tolerated drift cannot be told from drift).
+    PCIe link that differs, or could not be read, or when a speculative run has no accept-length reading.
+
+    The decision concurrency is decision_concurrency when given, else the serving concurrency (the visits'
+    max_running_requests) when it was measured, else the highest measured. A valid arm is, in this order:
+    draft_not_working when its accept length is at most DRAFT_WORKS_ABOVE; rejected when it is slower than the
+    baselines by more than min_speedup_pct at any measured concurrency, or not faster by min_speedup_pct at the
+    decision concurrency (a gain smaller than the tolerated drift cannot be told from drift); inconclusive when that
+    gain is inside the scatter of the repeats (_noise); accepted otherwise.
     """
     mask = throttle_mask(throttle_reasons)
     matched_mask = throttle_mask(matched_reasons)
@@ -102,11 +172,8 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
     concurrencies = sorted({int(r["concurrency"]) for r in runs})
     if not concurrencies:
         raise BenchError("no measured runs to judge")
-    if decision_concurrency is None:
-        decision_concurrency = concurrencies[0]
-    decision_concurrency = int(decision_concurrency)
-    if decision_concurrency not in concurrencies:
-        raise BenchError("decision concurrency %d was not measured (measured: %s)" % (decision_concurrency, concurrencies))
+    serving = _serving_concurrency(visits)
+    decision_concurrency, decision_why = _decision_concurrency(decision_concurrency, serving, concurrencies)
 
     global_problems = []
     commits = sorted({str((r.get("provenance") or {}).get("sglang_commit")) for r in runs})
@@ -122,6 +189,8 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         probs = []
         for run in vruns:
             probs.extend(_run_problems(run, mask, require_clean_tree))
+        if speculative(visit.get("args")):
+            probs.extend(_accept_problems(visit, vruns, concurrencies))
         per_c = {}
         for conc in concurrencies:
             vals = [r["metrics"]["output_throughput"] for r in vruns if int(r["concurrency"]) == conc]
@@ -218,14 +287,15 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
             arm["valid"] = bool(comps) and all(c["valid"] for c in comps)
             sp = arm["concurrency"][str(decision_concurrency)].get("speedup_pct")
             arm["speedup_pct"] = sp
-            if not arm["valid"]:
-                arm["decision"] = "invalid"
-            elif sp is not None and sp >= min_speedup_pct:
-                arm["decision"] = "accepted"
-            else:
-                arm["decision"] = "rejected"
-                arm["reason"] = ("%.1f%% vs the adjacent baselines at concurrency %d, below the %.1f%% needed"
-                                 % (sp if sp is not None else float("nan"), decision_concurrency, min_speedup_pct))
+            readings = [r["metrics"]["accept_length"] for r in vruns if r["metrics"].get("accept_length")]
+            arm["accept_length"] = median(readings) if readings else None
+            arm["accept_length_sources"] = sorted({str(r["metrics"]["accept_length_source"]) for r in vruns
+                                                   if r["metrics"].get("accept_length_source")})
+            arm["flags"] = lossy_settings(next(v.get("args") for v in visits if v["arm"] == name))
+            arm["losses"] = [{"concurrency": c, "speedup_pct": pct} for c in concurrencies
+                             for pct in [arm["concurrency"][str(c)]["speedup_pct"]]
+                             if pct is not None and pct < -min_speedup_pct]
+            _decide(arm, comps, visit_stats, decision_concurrency, min_speedup_pct)
         arms.append(arm)
 
     base_meds = [b["concurrency"][str(decision_concurrency)]["output_throughput"]["median"] for b in baselines]
@@ -243,6 +313,7 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         winner = BASELINE
         summary = "no EAGLE-3 arm beat the fresh baseline by %.1f%% or more at concurrency %d" % (
             min_speedup_pct, decision_concurrency)
+    summary = "; ".join([summary] + [note for a in arms for note in _notes(a)])
     if not valid:
         summary = "INVALID: " + problems[0] + ("" if len(problems) == 1 else " (+%d more)" % (len(problems) - 1))
     return {
@@ -252,15 +323,67 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
         "summary": summary,
         "problems": problems,
         "decision_concurrency": decision_concurrency,
+        "decision_concurrency_why": decision_why,
+        "serving_concurrency": serving,
         "concurrencies": concurrencies,
         "thresholds": {"drift_pct": drift_pct, "min_speedup_pct": min_speedup_pct,
                        "throttle_reasons": list(throttle_reasons), "matched_reasons": list(matched_reasons),
-                       "require_clean_tree": require_clean_tree},
+                       "require_clean_tree": require_clean_tree, "draft_works_above": DRAFT_WORKS_ABOVE},
         "baseline_drift_pct": overall_drift,
         "arms": arms,
         "visits": visit_stats,
         "comparisons": comparisons,
     }
+
+
+def _decide(arm, comps, visit_stats, decision_concurrency, min_speedup_pct):
+    """Sets a variant arm's decision (and its reason, when not accepted); the rules are verdict's."""
+    sp, key = arm["speedup_pct"], str(decision_concurrency)
+    if not arm["valid"]:
+        arm["decision"] = "invalid"
+        return
+    if arm["accept_length"] is not None and arm["accept_length"] <= DRAFT_WORKS_ABOVE:
+        arm["decision"] = "draft_not_working"
+        arm["reason"] = ("the draft is not working (accept length %.2f): check the algorithm and the draft"
+                         % arm["accept_length"])
+        return
+    if arm["losses"]:
+        arm["decision"] = "rejected"
+        arm["reason"] = ("%s than the adjacent baselines: a loss beyond %.1f%% at any measured concurrency blocks "
+                         "acceptance" % (_losses(arm), min_speedup_pct))
+        return
+    # a valid arm has a speedup at every concurrency: a comparison without one (no baseline, no run, a baseline at
+    # 0 tok/s, which drifts inf %) is invalid
+    if sp < min_speedup_pct:
+        arm["decision"] = "rejected"
+        arm["reason"] = ("%.1f%% vs the adjacent baselines at concurrency %d, below the %.1f%% needed"
+                         % (sp, decision_concurrency, min_speedup_pct))
+        return
+    stats = {v["index"]: v for v in visit_stats}
+    noise = [n for n in (_noise(c, stats, key) for c in comps) if n]
+    if noise:
+        arm["decision"] = "inconclusive"
+        arm["reason"] = ("%+.1f%% at concurrency %d is no win yet: %s. Measure again with more repeats "
+                         "(sglang_benchmark_repeats: from 6 the band leaves out the extreme ones) or rounds, or find "
+                         "what scatters the runs" % (sp, decision_concurrency, "; ".join(noise)))
+        return
+    arm["decision"] = "accepted"
+
+
+def _losses(arm):
+    return " and ".join("%.1f%% slower at concurrency %d" % (-loss["speedup_pct"], loss["concurrency"])
+                        for loss in arm["losses"])
+
+
+def _notes(arm):
+    """What the summary says of a valid variant arm beside the winner: a draft that does not work, a loss at any
+    measured concurrency, a gain inside the scatter."""
+    notes = []
+    if arm.get("decision") in ("draft_not_working", "inconclusive"):
+        notes.append("%s: %s" % (arm["name"], arm["reason"]))
+    if arm.get("valid") and arm.get("losses"):
+        notes.append("%s is %s" % (arm["name"], _losses(arm)))
+    return notes
 
 
 def _dedupe(items):

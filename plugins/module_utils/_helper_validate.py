@@ -1,8 +1,8 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpuserve-sglang validate-args: the launch argv checked by the installed SGLang before anything is written or
-stopped, its passes recorded by their inputs, and the listen address bound (run by the venv's Python, which
-imports SGLang).
+stopped, its passes recorded by their inputs, the listen address bound and the draft's architecture checked against
+the speculative algorithm (run by the venv's Python, which imports SGLang).
 
 Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. SGLang is
@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _install_fingerprint
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _install_fingerprint, _speculative
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_env import _env_file
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import run
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import _git_source
@@ -333,16 +333,55 @@ def _record_pass(path, entry):
 SGLANG_DEFAULT_HOST = "127.0.0.1"
 
 
-def _listen_host(argv):
-    """The address the server will listen on: the argv's last --host (the only spelling the flag check lets through;
-    a cached pass had its flags checked), else SGLang's default."""
-    host = SGLANG_DEFAULT_HOST
+def _argv_value(argv, flags, default=None):
+    """The value the argv's last flag of flags gives (`--flag VALUE` or `--flag=VALUE`: the only spellings the flag
+    check lets through; a cached pass had its flags checked), else default."""
+    value = default
     for i, token in enumerate(argv):
-        if token == "--host" and i + 1 < len(argv):
-            host = argv[i + 1]
-        elif token.startswith("--host="):
-            host = token.split("=", 1)[1]
-    return host
+        name, equals, rest = token.partition("=")
+        if token in flags and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif equals and name in flags:
+            value = rest
+    return value
+
+
+def _listen_host(argv):
+    """The address the server will listen on: the argv's last --host, else SGLang's default."""
+    return _argv_value(argv, ("--host",), SGLANG_DEFAULT_HOST)
+
+
+# SGLang 0.5.23's spellings of the draft's path (arg_groups/fields/spec.py: the field and its alias)
+DRAFT_FLAGS = ("--speculative-draft-model-path", "--speculative-draft-model")
+
+
+def _draft_architectures(path):
+    """The `architectures` of the draft directory's config.json, or (None, why it could not be read)."""
+    config = os.path.join(path, "config.json")
+    try:
+        with open(config, encoding="utf-8") as handle:
+            parsed = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return None, "cannot read %s: %s" % (config, getattr(exc, "strerror", None) or exc)
+    archs = parsed.get("architectures") if isinstance(parsed, dict) else None
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) and a for a in archs):
+        return None, "%s names no architectures" % config
+    return archs, None
+
+
+def _draft_check(argv):
+    """The draft against the speculative algorithm (_speculative.draft_problem): {algorithm, path, architectures,
+    ok, error, unread}, or None when the argv names no algorithm or no draft. Run every time, outside the record:
+    the draft's config.json may change under the same argv, and reading it is cheap. A config that cannot be read
+    here (a hub id; a directory not there, with the model check off) is not judged: `unread` says why."""
+    algorithm = _argv_value(argv, ("--speculative-algorithm",))
+    path = _argv_value(argv, DRAFT_FLAGS)
+    if not algorithm or not path:
+        return None
+    archs, unread = _draft_architectures(path)
+    error = _speculative.draft_problem(algorithm, archs, path)
+    return {"algorithm": algorithm, "path": path, "architectures": archs, "ok": error is None, "error": error,
+            "unread": unread}
 
 
 def _listen_check(host, resolve=socket.getaddrinfo, make_socket=socket.socket):
@@ -426,6 +465,12 @@ def cmd_validate_args():
         if not result["listen"]["ok"]:
             result["error"] = result["error"] or "--host %s: %s" % (result["listen"]["host"], result["listen"]["error"])
             rc = rc or 2
+        draft = _draft_check(argv)
+        if draft is not None:
+            result["draft"] = draft
+            if not draft["ok"]:
+                result["error"] = result["error"] or draft["error"]
+                rc = rc or 2
     result["ok"] = rc == 0
     if opts.record and not opts.record_read_only:
         if sglang_rc == 0 and key and not result["cached_since"]:
@@ -443,4 +488,6 @@ def cmd_validate_args():
         sys.stderr.write(f"SGLang {result['sglang_version']} rejected the arguments: {result['error']}\n")
     if not result.get("listen", {"ok": True})["ok"]:
         sys.stderr.write(f"gpuserve-sglang validate-args: the server could not listen: {result['listen']['error']}\n")
+    if not result.get("draft", {"ok": True})["ok"]:
+        sys.stderr.write(f"gpuserve-sglang validate-args: the draft does not fit: {result['draft']['error']}\n")
     return rc

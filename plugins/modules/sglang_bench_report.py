@@ -64,7 +64,10 @@ options:
     elements: str
     default: [sw_power_cap]
   decision_concurrency:
-    description: Concurrency whose figures decide; default the lowest measured.
+    description:
+      - Concurrency whose figures decide.
+      - Default the serving concurrency, the arms' C(max_running_requests) in O(visits), when it was measured,
+        else the highest measured; the verdict's C(decision_concurrency_why) says which and why.
     type: int
   require_clean_tree:
     description: A dirty SGLang tree invalidates the benchmark.
@@ -93,7 +96,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: valid, winner (V(null) when invalid), best_valid_arm, summary, problems, arms, comparisons, visits.
+  description:
+    - valid, winner (V(null) when invalid), best_valid_arm, summary, problems, decision_concurrency,
+      decision_concurrency_why, serving_concurrency, arms, comparisons, visits.
+    - Each variant arm's decision is V(accepted), V(rejected), V(inconclusive) (a gain inside the scatter of the
+      repeats), V(draft_not_working) (accept length at most 1.05) or V(invalid), with its reason, accept_length,
+      accept_length_sources, losses and flags (lossy or adaptive speculative settings).
   returned: always
   type: dict
 files:

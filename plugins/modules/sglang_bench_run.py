@@ -8,16 +8,22 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: sglang_bench_run
-short_description: One measured (or warmup) run of SGLang's own benchmark client against the local server
+short_description: Every run of one benchmark visit with SGLang's own client, in one client process
 version_added: "0.1.0"
 description:
   - Checks that the running server serves the arm that was asked for (C(/server_info) max_running_requests,
-    the scheduler's effective limit, the speculative algorithm), flushes the server cache (C(/flush_cache)),
-    runs C(python -m sglang.benchmark.serving) (falling back to the deprecated C(sglang.bench_serving)) with a
-    random dataset of fixed lengths built from local files only, and parses the JSONL it writes, not its stdout.
-  - Reads the environment of every process in the server unit's cgroup (C(/proc/PID/environ)), so each figure
-    carries the NCCL variables the workers really had.
-  - Runs inside the SGLang container. It changes no configuration and always returns C(changed=false).
+    the scheduler's effective limit, the speculative algorithm) and reads the environment of every process in the
+    server unit's cgroup (C(/proc/PID/environ)), so each figure carries the NCCL variables the workers really had.
+  - Then runs the visit's O(warmup_runs) and O(repeats) runs at each O(concurrency) in ONE process of the SGLang
+    venv's python (the collection's C(_bench_driver), its source handed over on stdin). The client
+    (C(sglang.benchmark.serving), or the deprecated C(sglang.bench_serving)) is imported once and run once per run,
+    as C(python -m) would run it, from local files only, after a C(/flush_cache). Each run's JSONL is parsed, not
+    its stdout. Importing the client costs about 15 s on a real host, paid once per visit instead of once per run.
+  - Before and after each measured run the driver reads the GPU state in the container (the query and strict
+    parser of M(gpuserve.sglang.sglang_bench_gpu_state)) and SGLang's C(/metrics) counters; the accept length is
+    their ratio over the run (C(accept_length_source=metrics)), else C(/server_info)'s C(avg_spec_accept_length)
+    (V(server_info)), else none (V(none); always for a non-speculative arm).
+  - It changes no configuration and always returns C(changed=false).
 author:
   - gpuserve engineers (@gpuserve)
 extends_documentation_fragment:
@@ -35,8 +41,9 @@ options:
     default: auto
   import_client:
     description:
-      - Also import the client module once (about 8 s with SGLang 0.5.23) and fail with its error. Finding the
-        file is not enough, since the client imports transformers, datasets, torchvision and more on every path.
+      - Also import the client module once (about 8 s with SGLang 0.5.23) and C(prometheus_client)'s parser, and
+        fail with the error. Finding the file is not enough, since the client imports transformers, datasets,
+        torchvision and more on every path.
       - With check mode this is a preflight. The sglang_benchmark role runs it before its first server restart.
     type: bool
     default: false
@@ -44,10 +51,19 @@ options:
     description: URL of the server.
     type: str
     default: http://127.0.0.1:30000
+  dataset:
+    description:
+      - The client's dataset. V(sharegpt) sends the conversations' first turns with the tokenizer's chat template
+        (C(--apply-chat-template)), each answered with O(output_len) tokens (C(--sharegpt-output-len)); V(random)
+        cuts and tiles the file's tokens to O(input_len) (C(--random-range-ratio 1.0)).
+    type: str
+    choices: [sharegpt, random]
+    default: sharegpt
+    version_added: "0.2.0"
   dataset_path:
     description:
-      - ShareGPT-format JSON file on the target. The C(random) dataset samples its prompt tokens from it; without a
-        valid file SGLang downloads ShareGPT from the hub, which this module never lets happen.
+      - ShareGPT-format JSON file on the target, the prompts of either dataset; without a valid file SGLang
+        downloads ShareGPT from the hub, which this module never lets happen.
     type: path
     required: true
   tokenizer:
@@ -62,7 +78,7 @@ options:
     type: int
     default: 16
   input_len:
-    description: Prompt length in tokens (fixed, C(--random-range-ratio 1.0)).
+    description: Prompt length in tokens with O(dataset=random) (fixed); unused with V(sharegpt).
     type: int
     default: 256
   output_len:
@@ -70,29 +86,41 @@ options:
     type: int
     default: 256
   concurrency:
-    description: C(--max-concurrency); V(1) is single-stream.
+    description: C(--max-concurrency) of the runs, each level in turn; V(1) is single-stream.
+    type: list
+    elements: int
+    default: [1]
+  warmup_runs:
+    description:
+      - Unrecorded runs per concurrency before the measured ones. With any, the client's own warmup request
+        before each run is turned off (C(--warmup-requests 0)), as it would count in the run's C(/metrics) counters.
+    type: int
+    default: 0
+    version_added: "0.2.0"
+  repeats:
+    description: Measured runs per concurrency.
     type: int
     default: 1
+    version_added: "0.2.0"
   seed:
     description: Client random seed (same prompts for every arm).
     type: int
     default: 1
-  warmup_requests:
-    description: The client's own warmup requests before measuring.
-    type: int
-    default: 1
   flush_cache:
-    description: POST C(/flush_cache) before the run, and let the client flush again after its warmup.
+    description: POST C(/flush_cache) before each run, and let the client flush again after its warmup.
     type: bool
     default: true
   flush_timeout:
     description: Seconds the server may wait for in-flight requests before flushing.
     type: float
     default: 60
-  output_file:
-    description: JSONL path on the target; the client appends, so an existing file is removed first.
+  output_prefix:
+    description:
+      - Path prefix of the runs' JSONL files on the target (C(PREFIX-c<concurrency>-r<repeat>.jsonl), warmup runs
+        C(-w<n>)); each file is removed before its run, since the client appends.
     type: path
     required: true
+    version_added: "0.2.0"
   expect:
     description:
       - What the server must be serving; keys C(max_running_requests) and C(speculative_algorithm)
@@ -115,6 +143,21 @@ options:
     type: list
     elements: str
     default: [NCCL_, TORCH_NCCL, TORCH_SYMM_MEM, NVSHMEM_, CUDA_VISIBLE_DEVICES]
+  nvidia_smi:
+    description: nvidia-smi in the container, for the GPU state before and after each measured run.
+    type: path
+    default: nvidia-smi
+    version_added: "0.2.0"
+  nvidia_smi_timeout:
+    description: Seconds one C(nvidia-smi) call may take (coreutils C(timeout)).
+    type: float
+    default: 10.0
+    version_added: "0.2.0"
+  min_count:
+    description: Fail when fewer GPUs answer the GPU state query (a minimum; V(0) for any).
+    type: int
+    default: 0
+    version_added: "0.2.0"
   extra_args:
     description: Further bench_serving arguments, one list item per argv word.
     type: list
@@ -125,44 +168,53 @@ attributes:
     support: full
     details:
       - In check mode nothing is sent to the server. The client is found (and imported with O(import_client)),
-        the dataset and tokenizer paths are checked, and the argv that would run is returned.
+        the dataset and tokenizer paths are checked, and the client arguments of every planned run are returned.
 """
 
 EXAMPLES = r"""
 - name: Preflight, before any server restart (finds and imports the client, checks the local files)
   gpuserve.sglang.sglang_bench_run:
     import_client: true
-    dataset_path: /var/lib/gpuserve/benchmark/sharegpt_offline.json
+    dataset_path: /var/lib/gpuserve/benchmark/dataset.json
     tokenizer: /models/Kimi-K2.5
-    output_file: /var/lib/gpuserve/benchmark/preflight.jsonl
+    output_prefix: /var/lib/gpuserve/benchmark/preflight
   check_mode: true
   register: client
 
-- name: One single-stream run
+- name: One visit, one warmup and three measured runs at concurrency 1 and 16, in one client process
   gpuserve.sglang.sglang_bench_run:
-    dataset_path: /var/lib/gpuserve/benchmark/sharegpt_offline.json
+    dataset_path: /var/lib/gpuserve/benchmark/dataset.json
     tokenizer: /models/Kimi-K2.5
-    num_prompts: 16
-    input_len: 1024
+    num_prompts: 32
     output_len: 512
-    concurrency: 1
-    output_file: /var/lib/gpuserve/benchmark/run-0.jsonl
+    concurrency: [1, 16]
+    warmup_runs: 1
+    repeats: 3
+    output_prefix: /var/lib/gpuserve/benchmark/v1-eagle3-s3
     expect:
       max_running_requests: 48
       speculative_algorithm: EAGLE3
-  register: run
+  register: visit
 """
 
 RETURN = r"""
-metrics:
-  description: Figures from the JSONL (output_throughput, mean_tpot_ms, accept_length, completed, ...).
+runs:
+  description:
+    - The measured runs in the order they ran, each C({repeat, concurrency, started, finished, metrics, server,
+      client, argv, gpu_before, gpu_after, gpu_before_time, gpu_after_time, provenance}), C(provenance) with the
+      driver version and the workers' environment (C(nccl_env), C(nccl_env_consistent), C(worker_pids),
+      C(unit_pids)).
+    - C(metrics) holds the JSONL's figures (output_throughput, mean_tpot_ms, completed, ...) and C(accept_length)
+      with C(accept_length_source) (V(metrics), V(server_info) or V(none)); from V(metrics) also the run's
+      C(generation_tokens) and C(spec_verify_calls).
   returned: success, not in check mode
-  type: dict
-argv:
-  description: The client command that ran.
+  type: list
+  elements: dict
+plan:
+  description: Every run of the visit, warmup runs first, as C({label, argv}) (the client's arguments).
   returned: always
   type: list
-  elements: str
+  elements: dict
 client_module:
   description: The client module used.
   returned: always
@@ -177,16 +229,16 @@ ended:
   type: str
 server:
   description: max_running_requests (configured and effective) and speculative_algorithm from /server_info.
-  returned: success
+  returned: success, not in check mode
   type: dict
 worker_env:
   description:
     - Environment variables (O(env_prefixes)) of the unit's NCCL workers, the C(sglang::scheduler*) processes (every
-      process of the unit when none carries that title), read from C(/proc/PID/environ) by O(helper).
+      process of the unit when none carries that title), read from C(/proc/PID/environ) by O(helper), once per visit.
     - RV(worker_env.consistent) is true when all workers carry the same set; RV(worker_env.env) is that set,
       RV(worker_env.per_pid) lists each worker's set otherwise. The launcher is not compared, since SGLang sets
       variables such as C(NCCL_CUMEM_ENABLE) for its children only.
-  returned: success
+  returned: success, not in check mode
   type: dict
   contains:
     pids:
@@ -224,23 +276,28 @@ def main():
         client_module=dict(type="str", default="auto"),
         import_client=dict(type="bool", default=False),
         base_url=dict(type="str", default="http://127.0.0.1:30000"),
+        dataset=dict(type="str", choices=["sharegpt", "random"], default="sharegpt"),
         dataset_path=dict(type="path", required=True),
         tokenizer=dict(type="path", required=True),
         model=dict(type="str"),
         num_prompts=dict(type="int", default=16),
         input_len=dict(type="int", default=256),
         output_len=dict(type="int", default=256),
-        concurrency=dict(type="int", default=1),
+        concurrency=dict(type="list", elements="int", default=[1]),
+        warmup_runs=dict(type="int", default=0),
+        repeats=dict(type="int", default=1),
         seed=dict(type="int", default=1),
-        warmup_requests=dict(type="int", default=1),
         flush_cache=dict(type="bool", default=True),
         flush_timeout=dict(type="float", default=60),
-        output_file=dict(type="path", required=True),
+        output_prefix=dict(type="path", required=True),
         expect=dict(type="dict", default={}),
         worker_unit=dict(type="str", default="sglang.service"),
         helper=dict(type="path", default="/usr/local/sbin/gpuserve-sglang"),
         env_prefixes=dict(type="list", elements="str",
                           default=["NCCL_", "TORCH_NCCL", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES"]),
+        nvidia_smi=dict(type="path", default="nvidia-smi"),
+        nvidia_smi_timeout=dict(type="float", default=10.0),
+        min_count=dict(type="int", default=0),
         extra_args=dict(type="list", elements="str", default=[]),
     ), supports_check_mode=True)
     run_module(module)

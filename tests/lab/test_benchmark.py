@@ -185,6 +185,10 @@ def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed
         assert run["started"].endswith("Z") and run["finished"].endswith("Z") and run["finished"] > run["started"]
     spec = [r for r in doc["runs"] if r["arm"] != "baseline"]
     assert all(r["metrics"]["accept_length"] for r in spec)
+    # read from the stand-in's /metrics counters (inventory/lab: enable_metrics), on real chat prompts
+    assert {r["metrics"]["accept_length_source"] for r in spec} == {"metrics"}
+    assert {r["metrics"]["accept_length_source"] for r in doc["runs"] if r["arm"] == "baseline"} == {"none"}
+    assert {r["metrics"]["dataset_name"] for r in doc["runs"]} == {"sharegpt"}
     assert {r["server"]["effective_max_running_requests"] for r in doc["runs"]} == {doc["visits"][0]["server_args"]["max_running_requests"]}
     assert "**Verdict: eagle3-s3-prefill is" in (ts_dir / "report.md").read_text()
     assert_png_opens(ts_dir / "chart.png")

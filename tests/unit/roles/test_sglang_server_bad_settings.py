@@ -1,7 +1,8 @@
 """A bad setting never touches a working server: the sglang_server role's main entry point, run by
 ansible-playbook against stub containers on local hosts, one per class of setting (its type, its range, a rule between
-two settings, a value SGLang refuses only at start, a host the container cannot bind). Each run must fail naming the
-setting, and leave the stub's server process (its PID), its NCCL env file, its args file and its manifest as they were.
+two settings, a value SGLang refuses only at start, a host the container cannot bind, a draft that does not fit its
+algorithm). Each run must fail naming the setting, and leave the stub's server process (its PID), its NCCL env file,
+its args file and its manifest as they were.
 
 A stub container is a directory holding what the role reads and writes (every path the role uses is pointed into it),
 a running process standing for the server, a fake `systemctl` (the unit is that process: `stop` kills it), a fake
@@ -90,6 +91,10 @@ CASES = {
     # TEST-NET-1: no address of this machine; SGLang accepts it and, on a GPU, hangs at start
     "listen": ({"sglang_server_args": dict(MODEL, host="192.0.2.1")},
                "sglang_server_args.host is '192.0.2.1', and the server cannot listen there: cannot bind 192.0.2.1"),
+    # an EAGLE-3 head (every stub has one) under EAGLE: SGLang serves it at accept length 1.00 without an error
+    "draft": ({"sglang_server_args": dict(MODEL, speculative_algorithm="EAGLE",
+                                          speculative_draft_model_path="{{ stub_root }}/models/eagle3-draft")},
+              "speculative_algorithm is EAGLE, but the draft "),
 }
 
 
@@ -125,6 +130,7 @@ def stubs(tmp_path_factory, collections_path):
         servers[name] = (stub, server)
         write(str(stub / "server.pid"), str(server.pid))
         write(str(stub / "etc/gpuserve/nccl.env"), "NCCL_PROTO=LL\n")
+        write(str(stub / "models/eagle3-draft/config.json"), '{"architectures": ["LlamaForCausalLMEagle3"]}')
         (stub / "etc/systemd/system").mkdir(parents=True)
         write(str(stub / "etc/gpuserve/sglang.args"), json.dumps({"argv": ["--model-path", "/models/old"]}))
         write(str(stub / "var/lib/gpuserve/sglang-manifest.json"),
@@ -240,6 +246,9 @@ def test_the_type_is_refused_by_the_argument_spec_and_the_rest_by_the_preflight(
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "start")[1]
     assert failure(report, "listen")[0].endswith(validate)
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "listen")[1]
+    assert failure(report, "draft")[0].endswith("Validate | the draft fits the speculative algorithm")
+    assert "is an EAGLE-3 head (LlamaForCausalLMEagle3)" in failure(report, "draft")[1]
+    assert "Nothing was written or stopped: the server runs as before." in failure(report, "draft")[1]
 
 
 def test_the_control_host_with_good_settings_goes_on_to_write_and_stop(stubs):

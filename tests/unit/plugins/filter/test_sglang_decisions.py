@@ -329,6 +329,17 @@ def test_a_host_the_container_cannot_bind_is_refused_first():
     assert validated(said, rollback=True) == {"ok": False, "msg": msg}
 
 
+def test_a_draft_that_does_not_fit_its_algorithm_is_refused_before_sglangs_verdict():
+    # SGLang 0.5.23 accepts EAGLE with an EAGLE-3 head and serves it at accept length 1.00
+    said = dict(ok=True, sglang_version="0.5.23", listen=dict(ok=True),
+                draft=dict(ok=False, error="speculative_algorithm EAGLE cannot use the draft LlamaForCausalLMEagle3"))
+    assert validated(said) == {"ok": False, "msg": (
+        "speculative_algorithm EAGLE cannot use the draft LlamaForCausalLMEagle3 (sglang_server_args). Nothing was "
+        "written or stopped: the server runs as before.")}
+    assert validated(said, rollback=True)["msg"].endswith("(sglang_server_args).")
+    assert validated(dict(said, draft=dict(ok=True)))["ok"] is True
+
+
 def test_arguments_sglang_rejects():
     said = dict(ok=False, sglang_version="0.5.23", error="speculative_algorithm is 'EAGLE9'", listen=dict(ok=True))
     assert validated(said) == {"ok": False, "msg": (

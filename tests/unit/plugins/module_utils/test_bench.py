@@ -165,7 +165,11 @@ def test_verdict_picks_the_faster_arm():
     assert arms["eagle3-s3"]["speedup_pct"] == pytest.approx((101.0 / 88.8 - 1) * 100, rel=1e-6)
     assert arms["baseline"]["concurrency"]["1"]["output_throughput"]["n"] == 9
     assert arms["baseline"]["concurrency"]["1"]["output_throughput"]["median"] == pytest.approx(88.8)
-    assert v["decision_concurrency"] == 1 and v["concurrencies"] == [1, 8]
+    # max_running_requests 48 was not measured: the highest measured concurrency decides, and the verdict says why
+    assert v["decision_concurrency"] == 8 and v["concurrencies"] == [1, 8] and v["serving_concurrency"] == 48
+    assert v["decision_concurrency_why"] == (
+        "the highest measured: the serving concurrency (max_running_requests 48) was not measured; add it to "
+        "sglang_benchmark_concurrency to decide there")
     assert arms["eagle3-s3"]["concurrency"]["1"]["accept_length"]["median"] == 2.5
     assert "eagle3-s3 is 13.7% faster" in v["summary"]
 
@@ -180,8 +184,12 @@ def test_verdict_rejects_a_slower_eagle3_arm():
     arms = {a["name"]: a for a in v["arms"]}
     assert arms["eagle3-s2"]["decision"] == "rejected" and arms["eagle3-s3"]["decision"] == "rejected"
     assert arms["eagle3-s2"]["speedup_pct"] < -25
-    assert "below the 3.0% needed" in arms["eagle3-s2"]["reason"]
-    assert "no EAGLE-3 arm beat" in v["summary"]
+    assert arms["eagle3-s2"]["reason"] == (
+        "27.0% slower at concurrency 1 than the adjacent baselines: a loss beyond 3.0% at any measured concurrency "
+        "blocks acceptance")
+    assert v["summary"].startswith("no EAGLE-3 arm beat")
+    assert v["summary"].endswith("; eagle3-s2 is 27.0% slower at concurrency 1; eagle3-s3 is 25.8% slower at "
+                                 "concurrency 1")
 
 
 def test_verdict_gain_within_noise_is_not_accepted():
@@ -351,3 +359,101 @@ def test_progress_line_with_eta():
     line = pr.progress_line(visits, runs, 1, 600.0)
     assert line.startswith("[2/5] eagle3-s2 (variant): c=1 94.00 tok/s (n=3, spread 0.4%); c=8 ")
     assert line.endswith("elapsed 10m00s, ETA 15m00s")
+
+
+# ---------------------------------------------------------------------------------------------- accept length
+
+def reading(tokens=None, calls=None, status=200):
+    counters = {k: v for k, v in ((b.GENERATION_TOKENS, tokens), (b.SPEC_VERIFY_CALLS, calls)) if v is not None}
+    return {"status": status, "counters": counters}
+
+
+def test_accept_length_from_the_counters_over_the_run():
+    got = b.accept_length(True, reading(1000, 400), reading(1256, 500), 9.9)
+    assert got == {"accept_length": 2.56, "accept_length_source": "metrics", "generation_tokens": 256.0,
+                   "spec_verify_calls": 100.0}
+
+
+def test_accept_length_counts_a_counter_not_exported_yet_as_zero():
+    # SGLang exports the verify counter's sample only once a speculative request finished
+    got = b.accept_length(True, reading(10), reading(266, 100), None)
+    assert (got["accept_length"], got["accept_length_source"]) == (2.56, "metrics")
+
+
+def test_accept_length_from_server_info_when_the_server_has_no_metrics():
+    assert b.accept_length(True, {"status": 404}, {"status": 404}, 2.5) == {
+        "accept_length": 2.5, "accept_length_source": "server_info"}
+
+
+def test_accept_length_from_server_info_when_no_verify_call_finished_in_the_run():
+    assert b.accept_length(True, reading(10, 4), reading(40, 4), 3) == {
+        "accept_length": 3.0, "accept_length_source": "server_info"}
+
+
+def test_accept_length_none_when_neither_source_has_it():
+    assert b.accept_length(True, {"status": 404}, {"status": 404}, None) == {
+        "accept_length": None, "accept_length_source": "none"}
+
+
+def test_a_baseline_has_no_accept_length_whatever_it_reads():
+    assert b.accept_length(False, reading(0, 0), reading(100, 40), 2.5) == {
+        "accept_length": None, "accept_length_source": "none"}
+    assert b.accept_length(False, {"status": 500}, {}, None)["accept_length_source"] == "none"
+
+
+def test_counters_that_went_down_fail_the_run():
+    with pytest.raises(b.BenchError) as exc:
+        b.accept_length(True, reading(500, 200), reading(100, 250), None)
+    assert str(exc.value) == ("/metrics counters went down during the run (sglang:generation_tokens_total -400, "
+                              "sglang:spec_verify_calls_total +50): did the server restart?")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"status": 200, "error": "/metrics could not be parsed: ValueError: x"}, "/metrics could not be parsed: ValueError: x"),
+    ({"status": None, "error": "GET /metrics failed: refused"}, "GET /metrics failed: refused"),
+    ({"status": 503}, "GET /metrics returned 503"),
+    ({"status": 200}, "GET /metrics returned 200"),
+])
+def test_a_metrics_reading_that_cannot_be_vouched_for_fails_the_run(bad, message):
+    with pytest.raises(b.BenchError) as exc:
+        b.accept_length(True, reading(1, 1), bad, 2.0)
+    assert str(exc.value) == message
+    assert b.metrics_counters({"status": 404}) is None
+
+
+@pytest.mark.parametrize("values, band", [
+    ([], (None, None)),
+    ([5], (5.0, 5.0)),
+    ([3, 1], (1.0, 3.0)),  # 50 %: the range, the widest there is
+    ([3, 1, 2], (1.0, 3.0)),  # 75 %: exactly the confidence asked
+    ([5, 1, 2, 4, 3], (1.0, 5.0)),  # the 2nd-4th would hold it only 62.5 % of the time
+    ([6, 1, 2, 3, 4, 5], (2.0, 5.0)),  # 78.1 %: the extreme repeats leave the band
+    ([8, 7, 6, 5, 4, 3, 2, 1], (2.0, 7.0)),  # the 3rd-6th: 71.1 %
+    (list(range(1, 10)), (3.0, 7.0)),  # 82.0 %
+    (list(range(1, 12)), (4.0, 8.0)),  # 77.3 %
+])
+def test_the_band_of_a_median_narrows_with_more_repeats(values, band):
+    assert st.median_band(values) == band
+
+
+@pytest.mark.parametrize("n, k, coverage", [(3, 1, 0.75), (6, 2, 0.78125), (5, 2, 0.625), (11, 4, 0.7734375),
+                                            (2, 1, 0.5), (1, 1, 0.0)])
+def test_the_bands_coverage_is_the_binomial_one(n, k, coverage):
+    assert st._coverage(n, k) == coverage
+
+
+def test_summarize_gives_every_figure_and_none_for_no_values():
+    assert st.summarize([]) == {"n": 0, "median": None, "min": None, "max": None, "spread_pct": None, "stdev": None}
+    assert st.summarize([2.0, 4.0, 9.0]) == {"n": 3, "median": 4.0, "min": 2.0, "max": 9.0, "mean": 5.0,
+                                             "stdev": 13.0 ** 0.5, "spread_pct": 175.0}
+    assert st.summarize([4.0])["stdev"] == 0.0 and st.summarize([0.0, 0.0])["spread_pct"] is None
+
+
+@pytest.mark.parametrize("values, mid", [([5, 1, 4, 2, 3], 3), ([6, 1, 5, 2, 4, 3], 3.5), ([7], 7)])
+def test_the_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones(values, mid):
+    assert st.median(values) == mid
+
+
+def test_the_median_of_nothing_is_refused():
+    with pytest.raises(b.BenchError, match="^median of no values$"):
+        st.median([])

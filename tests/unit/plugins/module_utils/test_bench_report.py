@@ -158,6 +158,64 @@ def test_json_document_keeps_provenance_with_every_figure(judged):
     assert all(r["provenance"]["sglang_commit"] == "a" * 40 and r["gpu_before"] and r["gpu_after"] for r in doc["runs"])
     assert doc["visits"][1]["server_args"]["speculative_num_steps"] == 2
     assert doc["visits"][1]["stats"]["concurrency"]["1"]["output_throughput"]["median"] == pytest.approx(60.0)
+    assert (doc["verdict"]["decision_concurrency"], doc["verdict"]["serving_concurrency"]) == (8, 48)
+    assert doc["verdict"]["decision_concurrency_why"].startswith("the highest measured: the serving concurrency")
+    assert doc["arms"][1]["losses"] and doc["arms"][1]["flags"] == []
+
+
+def test_each_variants_decision_says_why_its_accept_length_and_its_flags(judged):
+    visits, runs, _verdict = judged
+    for v in visits:
+        if v["arm"] == "eagle3-s3":
+            v["args"]["speculative_adaptive"] = True
+    for r in runs:
+        if r["arm"] == "eagle3-s3":
+            r["metrics"]["accept_length_source"] = "metrics"
+    md = rep.render_markdown(bv.verdict(runs, visits), runs, {})
+    decisions = md.split("## Decisions\n\n")[1].split("\n\n")[0].splitlines()
+    assert decisions == [
+        "- eagle3-s2: rejected: 32.4% slower at concurrency 1 and 32.4% slower at concurrency 8 than the adjacent "
+        "baselines: a loss beyond 3.0% at any measured concurrency blocks acceptance. Accept length 2.50. Lossy or "
+        "adaptive settings: none.",
+        "- eagle3-s3: accepted: +13.7% at concurrency 8. Accept length 2.50 (metrics). Lossy or adaptive settings: "
+        "speculative_adaptive is on: SGLang changes the number of draft steps at run time from the accept rate, so "
+        "speculative_num_steps is where it starts, not what ran, and a measurement holds for the steps it settled "
+        "on."]
+
+
+def test_an_invalid_arm_names_its_problems_and_a_draft_that_does_not_work_its_reason(judged):
+    visits, runs, _verdict = judged
+    for r in runs:
+        if r["arm"] == "eagle3-s2":
+            r["metrics"]["accept_length"] = 1.0
+        if r["arm"] == "eagle3-s3" and r["repeat"] == 0:
+            r["metrics"]["accept_length"] = None
+    verdict = bv.verdict(runs, visits)
+    md = rep.render_markdown(verdict, runs, {})
+    assert ("- eagle3-s2: draft not working: the draft is not working (accept length 1.00): check the algorithm and "
+            "the draft. Accept length 1.00.") in md
+    assert "- eagle3-s3: invalid: visit 3 eagle3-s3 at concurrency 1: 1 of 3 runs have no accept-length reading" in md
+    assert "| eagle3-s2 | draft not working |" in md
+    rows = png.decode_png(rep.render_png(verdict))[2]
+    assert painted(rows, "draft_not_working") > LEGEND_BOX and painted(rows, "invalid") > LEGEND_BOX
+
+
+LEGEND_BOX = 9 * png.GLYPH_H  # the legend's swatch of each colour: a bar of that colour paints more
+
+
+def painted(rows, key):
+    colour = bytes(rep.COLORS[key])
+    return sum(1 for r in rows for i in range(0, len(r), 3) if bytes(r[i:i + 3]) == colour)
+
+
+def test_an_inconclusive_arm_has_its_own_colour_and_the_legend_fits_a_narrow_chart():
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 1)
+    runs = make_runs(visits, {"baseline": 64.0, "eagle3-s2": 72.0}, jitter=8.0)  # repeats 64, 72, 80
+    verdict = bv.verdict(runs, visits)
+    assert [a.get("decision") for a in verdict["arms"]] == [None, "inconclusive"]
+    width, _height, rows = png.decode_png(rep.render_png(verdict))
+    assert width == 70 + sum(12 + png.text_width(rep._words(k)) + 10 for k in rep.LEGEND) > 70 + 20 + 70 * 3
+    assert painted(rows, "inconclusive") > LEGEND_BOX and painted(rows, "accepted") == LEGEND_BOX
 
 
 def test_markdown_names_the_thresholds_and_both_reason_rules(judged):
@@ -165,9 +223,12 @@ def test_markdown_names_the_thresholds_and_both_reason_rules(judged):
     verdict = bv.verdict(runs, visits, drift_pct=2.5, min_speedup_pct=4.0, throttle_reasons=["hw_slowdown"],
                          matched_reasons=["sw_power_cap", "applications_clocks_setting"])
     md = rep.render_markdown(verdict, runs, {"timestamp": "20261130T000000Z", "chart": "chart.png"})
-    assert ("an arm must be at least 4.0% faster than the mean of its two adjacent fresh baselines, which may drift "
-            "at most 2.5%; throttle reasons that invalidate: hw_slowdown; reasons that must match between a variant "
-            "and its baselines: sw_power_cap, applications_clocks_setting. Baseline drift over the whole "
-            "benchmark: 0.0%.") in md
+    assert ("Decision at concurrency 8, the highest measured: the serving concurrency (max_running_requests 48) was "
+            "not measured; add it to sglang_benchmark_concurrency to decide there; an arm must be at least 4.0% "
+            "faster than the mean of its two adjacent fresh baselines, which may drift at most 2.5%, with the gain "
+            "outside the scatter of the repeats, and no more than 4.0% slower at any measured concurrency; an accept "
+            "length at or below 1.05 is a draft that does not work; throttle reasons that invalidate: hw_slowdown; "
+            "reasons that must match between a variant and its baselines: sw_power_cap, applications_clocks_setting. "
+            "Baseline drift over the whole benchmark: 0.0%.") in md
     none = rep.render_markdown(bv.verdict(runs, visits, throttle_reasons=[], matched_reasons=[]), runs, {})
     assert "throttle reasons that invalidate: none; reasons that must match between a variant and its baselines: none." in none

@@ -189,11 +189,15 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
     v = bv.verdict(golden_runs(), BVB)
     assert v["valid"] is True and v["problems"] == []
     assert v["winner"] == "eagle3-s2" and v["best_valid_arm"] == "eagle3-s2"
-    assert v["summary"] == "eagle3-s2 is 25.0% faster than the fresh baseline at concurrency 1"
-    assert v["decision_concurrency"] == 1 and v["concurrencies"] == [1, 8]
+    # hand-written visits carry no args: the serving concurrency is unknown, so the highest measured decides
+    assert v["summary"] == "eagle3-s2 is 12.5% faster than the fresh baseline at concurrency 8"
+    assert v["decision_concurrency"] == 8 and v["concurrencies"] == [1, 8] and v["serving_concurrency"] is None
+    assert v["decision_concurrency_why"] == (
+        "the highest measured (the serving concurrency, max_running_requests, is not known)")
     assert v["thresholds"] == {"drift_pct": 3.0, "min_speedup_pct": 3.0,
                                "throttle_reasons": list(b.DEFAULT_THROTTLE_REASONS),
-                               "matched_reasons": ["sw_power_cap"], "require_clean_tree": True}
+                               "matched_reasons": ["sw_power_cap"], "require_clean_tree": True,
+                               "draft_works_above": 1.05}
     assert v["baseline_drift_pct"] == 0.0
 
     # per visit: each concurrency's own samples, TPOT and accept length; a schedule without rounds is round 1
@@ -231,8 +235,8 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
         }}
     assert arms_of(v)["baseline"]["concurrency"]["8"]["mean_tpot_ms"]["median"] == 31.0
     assert arms_of(v)["eagle3-s2"] == {
-        "name": "eagle3-s2", "kind": "variant", "problems": [], "valid": True, "speedup_pct": 25.0,
-        "decision": "accepted",
+        "name": "eagle3-s2", "kind": "variant", "problems": [], "valid": True, "speedup_pct": 12.5,
+        "decision": "accepted", "accept_length": 2.25, "accept_length_sources": [], "flags": [], "losses": [],
         "concurrency": {
             "1": {"output_throughput": st.summarize([80.0]), "mean_tpot_ms": st.summarize([12.5]),
                   "accept_length": st.summarize([2.5]), "speedup_pct": 25.0},
@@ -246,7 +250,9 @@ def test_the_full_report_of_a_clean_benchmark_at_two_concurrencies():
     assert v8["decision_concurrency"] == 8 and arms_of(v8)["eagle3-s2"]["speedup_pct"] == 12.5
     assert v8["summary"] == "eagle3-s2 is 12.5% faster than the fresh baseline at concurrency 8"
     assert v8["thresholds"] == {"drift_pct": 1.0, "min_speedup_pct": 12.0, "throttle_reasons": ["hw_slowdown"],
-                                "matched_reasons": ["sw_power_cap"], "require_clean_tree": False}
+                                "matched_reasons": ["sw_power_cap"], "require_clean_tree": False,
+                                "draft_works_above": 1.05}
+    assert v8["decision_concurrency_why"] == "set by the operator (sglang_benchmark_decision_concurrency)"
 
 
 def test_the_winner_is_the_fastest_accepted_arm_whatever_its_place_in_the_plan():
@@ -263,7 +269,7 @@ def test_the_winner_is_the_fastest_accepted_arm_whatever_its_place_in_the_plan()
 
 def test_each_visit_reports_the_round_of_the_plan():
     visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48, rounds=2)
-    runs = [run(x, 64.0 if x["kind"] == "baseline" else 80.0) for x in visits]
+    runs = [run(x, 64.0) if x["kind"] == "baseline" else run(x, 80.0, accept=2.5) for x in visits]
     v = bv.verdict(runs, visits)
     assert [(s["arm"], s["round"]) for s in v["visits"]] == [
         ("baseline", 1), ("eagle3-s2", 1), ("baseline", 1), ("eagle3-s2", 2), ("baseline", 2)]
@@ -507,6 +513,15 @@ def test_a_link_that_differs_between_arms_makes_the_comparison_invalid_naming_gp
             "links" % (mine, theirs, label)) in v["problems"], v["problems"]
 
 
+def test_links_are_compared_with_the_variants_first_run_in_every_later_run():
+    runs = healthy_runs(ONE_ARM, FAST)
+    second = [r for r in runs if r["visit"] == 1][1]
+    second["provenance"]["gpu_health"] = reading(change={"pcie": {"width": 8}})
+    assert bv.verdict(runs, ONE_ARM)["problems"] == [
+        "visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): PCIe link Gen 5 x16, but Gen 5 x8 on visit 1 eagle3-s2; arms "
+        "must run on the same links"]
+
+
 def test_an_unknown_link_on_one_side_differs_from_a_known_one():
     runs = healthy_runs(ONE_ARM, FAST, {0: reading(change={"pcie": {"gen": None}})})
     v = bv.verdict(runs, ONE_ARM)
@@ -528,7 +543,8 @@ def test_xid_events_that_cannot_be_placed_or_a_kernel_log_unread_are_invalid_too
         1: reading(dmesg=XID13, since=None), 2: reading(log_error="dmesg failed (rc 1): Operation not permitted")})
     problems = bv.verdict(runs, ONE_ARM)["problems"]
     assert any(p.startswith("visit 1 eagle3-s2: GPU 0 (bus 0000:00:06.0): 1 Xid event(s) since boot")
-               and "may have come between arms" in p for p in problems), problems
+               and p.endswith(", and the visit's start could not be placed in the kernel log, so they may have "
+                              "come between arms") for p in problems), problems
     assert any(p.startswith("visit 2 baseline: GPU 0 (bus 0000:00:06.0): Xid events unknown: the kernel log could "
                             "not be read: dmesg failed") for p in problems), problems
 
@@ -551,3 +567,248 @@ def test_runs_without_any_health_reading_are_judged_as_before():
     for r in runs:
         r["provenance"]["gpu_health"] = None  # sglang_benchmark_gpu_health: false
     assert bv.verdict(runs, ONE_ARM)["valid"] is True
+
+
+# ------------------------------------------------------------------ the decision concurrency: the load the server runs
+
+
+def served(mrr, *arms, args=None):
+    """A plan_arms-shaped schedule (args with max_running_requests, an EAGLE3 algorithm) without plan_arms' rounds."""
+    out = plan(*arms)
+    for x in out:
+        x["args"] = {"max_running_requests": mrr, "speculative_algorithm": None if x["kind"] == "baseline" else
+                     "EAGLE3"}
+        if x["kind"] == "variant":
+            x["args"].update(args or {})
+    return out
+
+
+def at(visits, speeds, accept=2.5, repeats=(0,)):
+    """One run per visit, concurrency and repeat: speeds {concurrency: (baseline tok/s, variant tok/s)}."""
+    return [run(x, pair[0] if x["kind"] == "baseline" else pair[1], conc=conc, repeat=rep,
+                accept=None if x["kind"] == "baseline" else accept)
+            for x in visits for conc, pair in sorted(speeds.items()) for rep in repeats]
+
+
+def test_the_decision_defaults_to_the_serving_concurrency_not_the_lowest():
+    # +25% alone at concurrency 1, +1.6% at 8, the load the server runs (max_running_requests 8): today's default,
+    # the lowest measured, accepted it
+    visits = served(8, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(at(visits, {1: (64.0, 80.0), 8: (256.0, 260.0)}), visits)
+    assert (v["decision_concurrency"], v["serving_concurrency"]) == (8, 8)
+    assert v["decision_concurrency_why"] == "the serving concurrency (max_running_requests 8)"
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["decision"] == "rejected" and arm["speedup_pct"] == 1.5625
+    assert arm["reason"] == "1.6% vs the adjacent baselines at concurrency 8, below the 3.0% needed"
+    assert v["winner"] == "baseline"
+    assert v["summary"] == "no EAGLE-3 arm beat the fresh baseline by 3.0% or more at concurrency 8"
+
+
+def test_an_operator_may_still_decide_at_another_measured_concurrency():
+    visits = served(8, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(at(visits, {1: (64.0, 80.0), 8: (256.0, 260.0)}), visits, decision_concurrency=1)
+    assert v["decision_concurrency"] == 1 and v["serving_concurrency"] == 8
+    assert v["decision_concurrency_why"] == "set by the operator (sglang_benchmark_decision_concurrency)"
+    assert v["winner"] == "eagle3-s2"
+
+
+def test_an_unmeasured_serving_concurrency_falls_to_the_highest_measured_naming_it():
+    visits = served(32, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(at(visits, {1: (64.0, 80.0), 4: (128.0, 144.0)}), visits)
+    assert (v["decision_concurrency"], v["serving_concurrency"]) == (4, 32)
+    assert v["decision_concurrency_why"] == (
+        "the highest measured: the serving concurrency (max_running_requests 32) was not measured; add it to "
+        "sglang_benchmark_concurrency to decide there")
+    assert v["summary"] == "eagle3-s2 is 12.5% faster than the fresh baseline at concurrency 4"
+
+
+def test_visits_that_disagree_on_max_running_requests_have_no_serving_concurrency():
+    visits = served(8, "baseline", "eagle3-s2", "baseline")
+    visits[0]["args"]["max_running_requests"] = 16
+    v = bv.verdict(at(visits, {1: (64.0, 80.0), 8: (256.0, 288.0)}), visits)
+    assert v["serving_concurrency"] is None and v["decision_concurrency"] == 8
+
+
+def test_a_loss_at_any_measured_concurrency_is_named_and_blocks_acceptance():
+    # the issue's own: 10% faster at concurrency 1 (the operator's decision) hides 35% slower at 32, the served load
+    visits = served(32, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(at(visits, {1: (80.0, 88.0), 32: (1280.0, 832.0)}), visits, decision_concurrency=1)
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["speedup_pct"] == pytest.approx(10.0)
+    assert arm["losses"] == [{"concurrency": 32, "speedup_pct": -35.0}]
+    assert arm["decision"] == "rejected" and arm["reason"] == (
+        "35.0% slower at concurrency 32 than the adjacent baselines: a loss beyond 3.0% at any measured "
+        "concurrency blocks acceptance")
+    assert v["valid"] is True and v["winner"] == "baseline"
+    assert v["summary"] == ("no EAGLE-3 arm beat the fresh baseline by 3.0% or more at concurrency 1; eagle3-s2 is "
+                            "35.0% slower at concurrency 32")
+
+
+def test_a_loss_is_named_beside_another_arms_win():
+    visits = served(32, "baseline", "good", "baseline", "lossy", "baseline")
+    runs = [run(x, {"baseline": 80.0, "good": 88.0, "lossy": 88.0}[x["arm"]], accept=None if x["arm"] == "baseline"
+                else 2.5) for x in visits]
+    runs += [run(x, {"baseline": 1280.0, "good": 1408.0, "lossy": 1216.0}[x["arm"]], conc=32,
+                 accept=None if x["arm"] == "baseline" else 2.5) for x in visits]
+    v = bv.verdict(runs, visits)
+    assert {a["name"]: a.get("decision") for a in v["arms"]} == {
+        "baseline": None, "good": "accepted", "lossy": "rejected"}
+    assert v["summary"] == ("good is 10.0% faster than the fresh baseline at concurrency 32; lossy is 5.0% slower at "
+                            "concurrency 32")
+
+
+@pytest.mark.parametrize("variant, lost", [(768.0, False), (767.0, True)])
+def test_a_loss_of_the_threshold_itself_is_tolerated_and_beyond_it_is_not(variant, lost):
+    # 768 is exactly -25% of 1024; the decision at concurrency 1 (+50%) would accept the arm
+    visits = served(32, "baseline", "eagle3-s2", "baseline")
+    arm = arms_of(bv.verdict(at(visits, {1: (64.0, 96.0), 32: (1024.0, variant)}), visits, decision_concurrency=1,
+                             min_speedup_pct=25.0))["eagle3-s2"]
+    assert bool(arm["losses"]) is lost and arm["decision"] == ("rejected" if lost else "accepted")
+
+
+# ------------------------------------------------------------------ noise: a gain inside the scatter of the repeats
+
+
+def repeats(visits, samples):
+    """runs at concurrency 1 with the given tok/s per visit index (one run per value)."""
+    return [run(x, tput, repeat=i, accept=None if x["kind"] == "baseline" else 2.5)
+            for x in visits for i, tput in enumerate(samples[x["index"]])]
+
+
+def test_a_gain_inside_the_arms_own_scatter_is_inconclusive_not_accepted():
+    # median 72 is +12.5% over 64, but one of the arm's three repeats was no faster than the baselines: today accepted
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(repeats(visits, {0: [64.0] * 3, 1: [64.0, 72.0, 80.0], 2: [64.0] * 3}), visits)
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["speedup_pct"] == 12.5 and arm["decision"] == "inconclusive"
+    assert arm["reason"] == (
+        "+12.5% at concurrency 1 is no win yet: visit 1 eagle3-s2 at concurrency 1: +12.5% is inside the scatter of "
+        "the repeats (the band of its median, 64.00-80.00 tok/s, reaches down to the baselines' 64.00). Measure "
+        "again with more repeats (sglang_benchmark_repeats: from 6 the band leaves out the extreme ones) or rounds, "
+        "or find what scatters the runs")
+    assert v["valid"] is True and v["winner"] == "baseline"
+    assert v["summary"] == ("no EAGLE-3 arm beat the fresh baseline by 3.0% or more at concurrency 1; eagle3-s2: "
+                            + arm["reason"])
+
+
+def test_a_gain_inside_a_baselines_scatter_is_inconclusive_naming_that_baseline():
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(repeats(visits, {0: [64.0] * 3, 1: [72.0] * 3, 2: [56.0, 64.0, 72.0]}), visits)
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["decision"] == "inconclusive"
+    assert ("+12.5% is inside the scatter of the repeats (baseline visit 2's, 56.00-72.00 tok/s, reaches up to its "
+            "median 72.00)") in arm["reason"]
+
+
+def test_a_gain_clear_of_both_scatters_is_accepted_by_a_hair():
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(repeats(visits, {0: [63.0, 64.0, 71.99], 1: [64.01, 72.0, 80.0], 2: [64.0] * 3}), visits)
+    assert arms_of(v)["eagle3-s2"]["decision"] == "accepted" and v["winner"] == "eagle3-s2"
+
+
+def test_six_repeats_leave_the_extreme_ones_out_of_the_band():
+    # the same scatter over six repeats: the slowest (56) and the fastest (88) no longer reach the baselines
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    samples = {0: [64.0] * 6, 1: [56.0, 71.0, 72.0, 72.0, 73.0, 88.0], 2: [64.0] * 6}
+    assert arms_of(bv.verdict(repeats(visits, samples), visits))["eagle3-s2"]["decision"] == "accepted"
+    three = {0: [64.0] * 3, 1: [56.0, 72.0, 88.0], 2: [64.0] * 3}
+    assert arms_of(bv.verdict(repeats(visits, three), visits))["eagle3-s2"]["decision"] == "inconclusive"
+
+
+def test_every_round_must_clear_the_scatter():
+    visits = served(1, "baseline", "eagle3-s2", "baseline", "eagle3-s2", "baseline")
+    samples = {0: [64.0] * 3, 1: [72.0] * 3, 2: [64.0] * 3, 3: [63.0, 72.0, 74.0], 4: [64.0] * 3}
+    arm = arms_of(bv.verdict(repeats(visits, samples), visits))["eagle3-s2"]
+    assert arm["decision"] == "inconclusive" and "visit 3 eagle3-s2 at concurrency 1" in arm["reason"]
+    assert "visit 1 " not in arm["reason"]
+    # both rounds inside, one of them on both sides: every reason is named
+    samples[1], samples[2] = [63.0, 72.0, 74.0], [60.0, 64.0, 72.0]
+    arm = arms_of(bv.verdict(repeats(visits, samples), visits))["eagle3-s2"]
+    assert ("visit 1 eagle3-s2 at concurrency 1: +12.5% is inside the scatter of the repeats (the band of its median, "
+            "63.00-74.00 tok/s, reaches down to the baselines' 64.00; baseline visit 2's, 60.00-72.00 tok/s, reaches "
+            "up to its median 72.00); visit 3 eagle3-s2 at concurrency 1: ") in arm["reason"]
+
+
+# ------------------------------------------------------------------ a draft that does not work
+
+
+def test_a_draft_at_accept_length_one_is_not_working_not_slower():
+    # EAGLE with an EAGLE-3 head: every step pays for a draft, no token is accepted; today "rejected" for the speed
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    v = bv.verdict(at(visits, {1: (80.0, 40.0)}, accept=1.0), visits)
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["accept_length"] == 1.0 and arm["decision"] == "draft_not_working"
+    assert arm["reason"] == "the draft is not working (accept length 1.00): check the algorithm and the draft"
+    assert v["valid"] is True and v["winner"] == "baseline"
+    assert v["summary"] == ("no EAGLE-3 arm beat the fresh baseline by 3.0% or more at concurrency 1; eagle3-s2: the "
+                            "draft is not working (accept length 1.00): check the algorithm and the draft; eagle3-s2 "
+                            "is 50.0% slower at concurrency 1")
+
+
+@pytest.mark.parametrize("accept, decision", [(1.05, "draft_not_working"), (1.06, "accepted")])
+def test_an_accept_length_up_to_1_05_is_a_draft_that_does_not_work_even_when_faster(accept, decision):
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    assert arms_of(bv.verdict(at(visits, {1: (80.0, 88.0)}, accept=accept), visits))["eagle3-s2"]["decision"] == \
+        decision
+
+
+def test_the_accept_length_is_the_median_of_every_run_of_the_arm():
+    visits = served(8, "baseline", "eagle3-s2", "baseline")
+    runs = at(visits, {1: (80.0, 88.0), 8: (640.0, 704.0)}, accept=1.0)
+    for r in runs:
+        if r["arm"] == "eagle3-s2" and r["concurrency"] == 8:
+            r["metrics"]["accept_length"] = 2.0
+    runs.append(dict(runs[2], repeat=1, metrics=dict(runs[2]["metrics"], accept_length=2.5)))
+    arm = arms_of(bv.verdict(runs, visits))["eagle3-s2"]
+    assert arm["accept_length"] == 2.0 and arm["decision"] == "accepted"
+
+
+# ------------------------------------------------------------------ an EAGLE-3 run without an accept-length reading
+
+
+@pytest.mark.parametrize("source_key", [True, False])
+def test_a_speculative_run_without_an_accept_length_reading_is_no_pass(source_key):
+    # today: accepted on its speed alone
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    runs = at(visits, {1: (80.0, 88.0)}, repeats=(0, 1, 2))
+    runs[4]["metrics"]["accept_length"] = None
+    if source_key:  # a reader that records where the reading came from, and that none came
+        for r in runs:
+            r["metrics"]["accept_length_source"] = None if r["arm"] == "baseline" or r is runs[4] else "server_info"
+    v = bv.verdict(runs, visits)
+    missing = ("visit 1 eagle3-s2 at concurrency 1: 1 of 3 runs have no accept-length reading, so whether the "
+               "draft works is unknown; a speculative run without one is no pass")
+    assert v["valid"] is False and v["problems"] == [missing] and v["summary"] == "INVALID: " + missing
+    arm = arms_of(v)["eagle3-s2"]
+    assert arm["decision"] == "invalid" and arm["accept_length"] == 2.5
+    assert arm["accept_length_sources"] == (["server_info"] if source_key else [])
+
+
+@pytest.mark.parametrize("algorithm", [None, "", "none", "NONE"])
+def test_a_variant_without_a_draft_and_the_baselines_need_no_accept_length(algorithm):
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    visits[1]["args"]["speculative_algorithm"] = algorithm  # an arm that compares something else
+    v = bv.verdict(at(visits, {1: (80.0, 88.0)}, accept=None), visits)
+    assert v["valid"] is True and v["winner"] == "eagle3-s2"
+    assert arms_of(v)["eagle3-s2"]["accept_length"] is None
+
+
+def test_the_sources_of_the_readings_are_reported():
+    visits = served(1, "baseline", "eagle3-s2", "baseline")
+    runs = at(visits, {1: (80.0, 88.0)}, repeats=(0, 1))
+    runs[2]["metrics"]["accept_length_source"] = "metrics"
+    runs[3]["metrics"]["accept_length_source"] = "server_info"
+    assert arms_of(bv.verdict(runs, visits))["eagle3-s2"]["accept_length_sources"] == ["metrics", "server_info"]
+
+
+# ------------------------------------------------------------------ lossy verification: flagged, not refused
+
+
+def test_lossy_or_adaptive_settings_of_an_arm_are_flagged_and_do_not_decide():
+    visits = served(1, "baseline", "eagle3-s2", "baseline",
+                    args={"speculative_accept_threshold_acc": 0.5, "speculative_adaptive": True})
+    v = bv.verdict(at(visits, {1: (80.0, 88.0)}), visits)
+    arm = arms_of(v)["eagle3-s2"]
+    assert [f.split(" is ")[0] for f in arm["flags"]] == ["speculative_accept_threshold_acc", "speculative_adaptive"]
+    assert arm["decision"] == "accepted" and v["valid"] is True
+    assert "flags" not in arms_of(v)["baseline"]

@@ -1,7 +1,8 @@
 """gpuserve-sglang validate-args (plugins/module_utils/_helper_validate.py), in-process: SGLang's parser and full
 flag names, the values SGLang checks only once it runs, its start checks for any model (resolve_once on a dummy
 model), the speculative algorithm's name, the model directories, the record that lets an unchanged argument check
-skip SGLang, and the listen check that binds the server's host before anything is stopped.
+skip SGLang, the listen check that binds the server's host before anything is stopped, and the draft's
+architecture read against the speculative algorithm.
 
 SGLang is a small fake in sys.modules: the tiny one of tests/support/sglang_helper.py (install_sglang: a parser
 only), or FakeSGLang below with SGLang 0.5.23's seams (prepare_server_args returning a record with resolve_once,
@@ -17,7 +18,7 @@ import types
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_cli, _helper_validate
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _helper_cli, _helper_validate, _speculative
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
     args_file, install, install_sglang, run_json)
 from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
@@ -212,7 +213,7 @@ class FakeSGLang:
             @staticmethod
             def add_cli_args(parser):
                 parser.add_argument("--model-path")
-                parser.add_argument("--speculative-draft-model-path")
+                parser.add_argument("--speculative-draft-model-path", "--speculative-draft-model")
                 parser.add_argument("--host", default="127.0.0.1")
                 parser.add_argument("--tp-size", type=int, default=1)
                 parser.add_argument("--port", type=int, default=30000)
@@ -503,6 +504,95 @@ def test_unreadable_arguments_have_no_listen_check(monkeypatch, capsys, sglang):
 ])
 def test_the_listen_host_is_the_argvs_last_host_else_sglangs_default(argv, host):
     assert _helper_validate._listen_host(argv) == host
+
+
+# --------------------------------------------------------------------------------------------- the draft
+
+EAGLE3_HEAD = '{"architectures": ["LlamaForCausalLMEagle3"]}'
+EAGLE_HEAD = '{"architectures": ["LlamaForCausalLMEagle"]}'
+
+
+def test_eagle_with_an_eagle3_draft_is_refused_naming_both_after_sglangs_checks_pass(
+        monkeypatch, capsys, sglang, tmp_path):
+    draft = model_dir(tmp_path, "draft", EAGLE3_HEAD)
+    argv = ["--model-path", "/m", "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", draft]
+    rc, out, err = validate(monkeypatch, capsys, argv)
+    problem = _speculative.draft_problem("EAGLE", ["LlamaForCausalLMEagle3"], draft)
+    assert problem.startswith("speculative_algorithm is EAGLE, but the draft %s is an EAGLE-3 head "
+                              "(LlamaForCausalLMEagle3): SGLang serves that pair without an error at accept length "
+                              "1.00" % draft)
+    assert (rc, out["ok"], out["error"], out["checks"]) == (2, False, problem, ALL_CHECKS)  # SGLang accepts it
+    assert out["draft"] == {"algorithm": "EAGLE", "path": draft, "architectures": ["LlamaForCausalLMEagle3"],
+                            "ok": False, "error": problem, "unread": None}
+    assert err == "gpuserve-sglang validate-args: the draft does not fit: %s\n" % problem
+
+
+def test_eagle3_with_an_eagle_draft_is_refused_by_the_alias_flag_too(monkeypatch, capsys, sglang, tmp_path):
+    draft = model_dir(tmp_path, "draft", EAGLE_HEAD)
+    argv = ["--model-path", "/m", "--speculative-algorithm=EAGLE3", "--speculative-draft-model=" + draft]
+    rc, out, _err = validate(monkeypatch, capsys, argv)
+    assert rc == 2 and out["draft"]["ok"] is False
+    assert out["error"] == _speculative.draft_problem("EAGLE3", ["LlamaForCausalLMEagle"], draft)
+
+
+def test_a_draft_that_fits_its_algorithm_passes(monkeypatch, capsys, sglang, tmp_path):
+    draft = model_dir(tmp_path, "draft", EAGLE3_HEAD)
+    argv = ARGV + ["--speculative-draft-model-path", draft]
+    rc, out, err = validate(monkeypatch, capsys, argv)
+    assert (rc, err, out["error"]) == (0, "", None)
+    assert out["draft"] == {"algorithm": "EAGLE3", "path": draft, "architectures": ["LlamaForCausalLMEagle3"],
+                            "ok": True, "error": None, "unread": None}
+
+
+@pytest.mark.parametrize("config, unread", [
+    (None, "cannot read {path}/config.json: No such file or directory"),
+    ("{", "cannot read {path}/config.json: Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1)"),
+    ("[]", "{path}/config.json names no architectures"),
+    ('{"architectures": ["X", ""]}', "{path}/config.json names no architectures"),
+])
+def test_a_draft_config_that_cannot_be_read_here_is_not_judged(monkeypatch, capsys, sglang, tmp_path, config,
+                                                               unread):
+    # a hub id, or a directory that is not there with the model check off: the model check refuses what it needs
+    draft = model_dir(tmp_path, "draft", config)
+    rc, out, _err = validate(monkeypatch, capsys, ARGV + ["--speculative-draft-model-path", draft])
+    assert (rc, out["draft"]["ok"], out["draft"]["architectures"]) == (0, True, None)
+    assert out["draft"]["unread"] == unread.format(path=draft)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model-path", "/m", "--speculative-draft-model-path", "/d"],  # no algorithm: SGLang serves no draft
+    ["--model-path", "/m", "--speculative-algorithm", "EAGLE"],  # no draft to read
+])
+def test_without_an_algorithm_and_a_draft_there_is_no_draft_check(monkeypatch, capsys, sglang, argv):
+    rc, out, _err = validate(monkeypatch, capsys, argv)
+    assert rc == 0 and "draft" not in out
+
+
+def test_a_cached_pass_still_reads_the_draft(monkeypatch, capsys, sglang, world, tmp_path):
+    draft = model_dir(tmp_path, "draft", EAGLE3_HEAD)
+    argv = ["--model-path", "/m", "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", draft]
+    rc, first, _err = validate(monkeypatch, capsys, argv, *world.opts)
+    assert (rc, first["draft"]["ok"]) == (2, False)
+    entry, = json.loads(world.record.read_text())["passed"]  # SGLang's checks passed: kept for the next run
+    FakeSGLang.unimportable(monkeypatch)
+    rc, again, _err = validate(monkeypatch, capsys, argv, *world.opts)
+    assert (rc, again["cached_since"], again["draft"]) == (2, entry["proven_at"], first["draft"])
+    with open(os.path.join(draft, "config.json"), "w") as handle:
+        handle.write(EAGLE_HEAD)  # the draft changed under the same argv: read again, not taken from the record
+    rc, fixed, _err = validate(monkeypatch, capsys, argv, *world.opts)
+    assert (rc, fixed["draft"]["ok"], fixed["draft"]["architectures"]) == (0, True, ["LlamaForCausalLMEagle"])
+
+
+@pytest.mark.parametrize("argv, value", [
+    ([], None),
+    (["--speculative-draft-model-path", "/a", "--speculative-draft-model", "/b"], "/b"),  # the last, either name
+    (["--speculative-draft-model=/a=b"], "/a=b"),
+    (["--speculative-draft-model-path"], None),  # no value: SGLang's parser refuses it
+    (["--speculative-draft-model-paths", "/x", "--speculative-draft-model-pathx=/y"], None),
+])
+def test_the_draft_path_is_the_argvs_last_draft_flag(argv, value):
+    assert _helper_validate._argv_value(argv, _helper_validate.DRAFT_FLAGS) == value
 
 
 class FakeSocket:

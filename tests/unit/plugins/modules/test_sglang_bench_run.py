@@ -1,7 +1,8 @@
 """sglang_bench_run through its entry point in check mode: the preflight path (find, import, local files).
 
-run_command is not patched: the module runs the real client-picking script with this interpreter against a
-made-up sglang package (fake_sglang), so the argv, the environment and the message parsing are all exercised.
+run_command is not patched: the module runs the real client driver (its source on stdin) with this interpreter
+against a made-up sglang package (fake_sglang), so the argv, the environment and the message parsing are all
+exercised.
 The measured path needs a server and runs in tests/lab/test_benchmark.py.
 """
 import json
@@ -27,10 +28,10 @@ def files(tmp_path):
     (tmp_path / 'tok').mkdir()
     # nothing listens here: check mode must not contact the server
     return dict(python=sys.executable, dataset_path=str(tmp_path / 'dataset.json'), tokenizer=str(tmp_path / 'tok'),
-                output_file=str(tmp_path / 'out.jsonl'), base_url='http://127.0.0.1:9')
+                output_prefix=str(tmp_path / 'v0'), base_url='http://127.0.0.1:9')
 
 
-def test_preflight_imports_the_client_and_returns_the_argv(capsys, tmp_path, files, fake_sglang, monkeypatch):
+def test_preflight_imports_the_client_and_returns_the_plan(capsys, tmp_path, files, fake_sglang, monkeypatch):
     site = fake_sglang(tmp_path / 'ok', {'sglang.benchmark.serving': (
         "import os, sys\nprint('banner')\n"
         "assert os.environ['HF_HUB_OFFLINE'] == '1', 'imported without the offline variables'\n")})
@@ -38,8 +39,10 @@ def test_preflight_imports_the_client_and_returns_the_argv(capsys, tmp_path, fil
     out = run(capsys, dict(files, import_client=True))
     assert not out.get('failed'), out
     assert out['client_module'] == 'sglang.benchmark.serving'
-    assert out['argv'][:3] == [sys.executable, '-m', 'sglang.benchmark.serving']
-    assert 'server' not in out and 'metrics' not in out
+    (only,) = out['plan']
+    assert only['label'] == 'repeat 0 c=1' and only['argv'][:2] == ['--backend', 'sglang']
+    assert ' '.join(only['argv']).count('--dataset-name sharegpt --dataset-path %s' % files['dataset_path']) == 1
+    assert 'server' not in out and 'runs' not in out
 
 
 def test_preflight_fails_with_the_clients_import_error(capsys, tmp_path, files, fake_sglang, monkeypatch):

@@ -1,0 +1,99 @@
+"""The lab's SIMULATED SGLang server serves /metrics as SGLang 0.5.23 does for the two counters the benchmark reads the
+accept length from: only with --enable-metrics, SGLang's names and types, read by prometheus_client's own parser and
+by the benchmark driver's reader. Runs the stand-in on this host (loopback, one rank, simulated GPU files in a
+temporary directory); no lab needed."""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_driver as d
+from ansible_collections.gpuserve.sglang.tests.support.net import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
+
+
+def request(port, path, body=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method="POST" if body else "GET",
+                                 data=json.dumps(body).encode() if body else None)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as res:
+            return res.status, res.headers.get("Content-Type"), res.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type"), exc.read().decode()
+
+
+@pytest.fixture
+def standin(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
+        (dev / name).write_bytes(b"")
+    procs = []
+
+    def start(*args):
+        port = free_port()
+        env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000")
+        procs.append(subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--host", "127.0.0.1",
+                                       "--port", str(port)] + list(args), env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if request(port, "/health")[0] == 200:
+                    return port
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and procs[-1].poll() is None, "the stand-in did not come up"
+            time.sleep(0.1)
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_metrics_count_finished_requests_with_sglangs_names_and_types(standin):
+    port = standin("--enable-metrics", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
+    before = d.read_metrics("http://127.0.0.1:%d" % port, b.ACCEPT_LENGTH_COUNTERS)
+    metas = []
+    for stream in (False, True):
+        status, _ctype, body = request(port, "/generate", {"text": "the model", "stream": stream,
+                                                           "sampling_params": {"max_new_tokens": 16}})
+        assert status == 200
+        metas.append(json.loads(body.strip().splitlines()[-3][len("data: "):] if stream else body)["meta_info"])
+    request(port, "/flush_cache", {})  # a flush resets /server_info's average, never a counter
+    status, ctype, text = request(port, "/metrics")
+    assert status == 200 and ctype == "text/plain; version=0.0.4; charset=utf-8"
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert {name: f.type for name, f in families.items()} == {
+        "sglang:generation_tokens": "counter", "sglang:spec_verify_calls": "counter"}
+    tokens = {tuple(sorted(s.labels.items())): s.value for s in families["sglang:generation_tokens"].samples}
+    assert tokens == {(("engine_type", "unified"), ("is_streaming", "false"), ("model_name", "sim/x")): 16.0,
+                      (("engine_type", "unified"), ("is_streaming", "true"), ("model_name", "sim/x")): 16.0}
+    (calls,) = families["sglang:spec_verify_calls"].samples
+    assert calls.labels == {"engine_type": "unified", "model_name": "sim/x"}
+    assert calls.value == sum(m["spec_verify_ct"] for m in metas)
+    after = d.read_metrics("http://127.0.0.1:%d" % port, b.ACCEPT_LENGTH_COUNTERS)
+    got = b.accept_length(True, before, after, None)
+    assert got["accept_length_source"] == "metrics" and got["generation_tokens"] == 32.0
+    assert got["accept_length"] == 32.0 / calls.value
+
+
+def test_a_server_without_speculation_counts_tokens_only_and_none_without_the_flag(standin):
+    port = standin("--enable-metrics")
+    request(port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 4}})
+    text = request(port, "/metrics")[2]
+    assert "# TYPE sglang:spec_verify_calls_total counter" in text and "sglang:spec_verify_calls_total{" not in text
+    assert d.counter_totals(text, b.ACCEPT_LENGTH_COUNTERS) == {b.GENERATION_TOKENS: 4.0}
+    plain = standin()
+    assert request(plain, "/metrics")[0] == 404  # as SGLang without --enable-metrics
+    assert d.read_metrics("http://127.0.0.1:%d" % plain, b.ACCEPT_LENGTH_COUNTERS) == {"status": 404}
