@@ -241,12 +241,12 @@ def test_the_type_is_refused_by_the_argument_spec_and_the_rest_by_the_preflight(
     assert failure(report, "type")[0].startswith("gpuserve.sglang.gpuserve : Validating arguments against arg spec")
     assert failure(report, "range")[0].endswith("Settings | each setting is in its range")
     assert failure(report, "cross")[0].endswith("Settings | the settings that bound each other agree")
-    validate = "Validate | the server can listen on its host in this container, and SGLang accepts the arguments"
+    validate = "Validate | the server can listen on its host here, the draft fits its algorithm, SGLang accepts the arguments"
     assert failure(report, "start")[0].endswith(validate)
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "start")[1]
     assert failure(report, "listen")[0].endswith(validate)
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "listen")[1]
-    assert failure(report, "draft")[0].endswith("Validate | the draft fits the speculative algorithm")
+    assert failure(report, "draft")[0].endswith(validate)
     assert "is an EAGLE-3 head (LlamaForCausalLMEagle3)" in failure(report, "draft")[1]
     assert "Nothing was written or stopped: the server runs as before." in failure(report, "draft")[1]
 

@@ -41,7 +41,9 @@ def test_preflight_imports_the_client_and_returns_the_plan(capsys, tmp_path, fil
     assert out['client_module'] == 'sglang.benchmark.serving'
     (only,) = out['plan']
     assert only['label'] == 'repeat 0 c=1' and only['argv'][:2] == ['--backend', 'sglang']
-    assert ' '.join(only['argv']).count('--dataset-name sharegpt --dataset-path %s' % files['dataset_path']) == 1
+    # the client reads the dataset the driver writes with the chat template applied
+    templated = files['output_prefix'] + '-dataset.json'
+    assert ' '.join(only['argv']).count('--dataset-name sharegpt --dataset-path %s' % templated) == 1
     assert 'server' not in out and 'runs' not in out
 
 
