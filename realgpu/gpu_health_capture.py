@@ -1,4 +1,4 @@
-"""Raw GPU-health readings of one GPU machine, for a later GPU health gate (issue 32): nvidia-smi's full and sectioned
+"""Raw GPU-health readings of one GPU machine, for the gate's GPU-health stage: nvidia-smi's full and sectioned
 `-q`, the health fields of `--query-gpu` (each refused field tried under its other names, with the list of valid
 fields), the kernel log's Xid/NVRM lines, the same facts through NVML (nvidia-ml-py), and what one such read
 costs (20 reads each, median and max in ms). Run by realgpu/real_sglang_h200.sh; stdlib + pynvml only.

@@ -1,4 +1,4 @@
-"""What the gate's health stage costs on a real GPU host (issue 32, item 6): READS timed reads of the stage alone.
+"""What the gate's health stage costs on a real GPU host: READS timed reads of the stage alone.
 
 Run by realgpu/health_h200.sh on a GPU host (no Ansible needed: the collection's own _gate and _gpu_health, from
 this checkout), as root:

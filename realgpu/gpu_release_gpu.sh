@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-GPU check of gpuserve.sglang.gpu_release and its zero-memory gate (issue 2, item 6).
+# Real-GPU check of gpuserve.sglang.gpu_release and its zero-memory gate.
 #
 # On one GPU host (root): starts a PyTorch process holding HOLD_GIB GiB titled `sglang::scheduler_TP0` and a
 # protected one titled `nvidia_gpu_exporter` (an NVML handle only, no memory), then through ansible-playbook

@@ -1,4 +1,4 @@
-"""Repeated real-GPU runs of gpuserve.sglang.gpu_release beside an independent 1 ms NVML observer (issue 16).
+"""Repeated real-GPU runs of gpuserve.sglang.gpu_release beside an independent 1 ms NVML observer.
 
 Run by realgpu/gpu_release_gpu.sh (REPS=N) on a GPU host, as root, with torch and nvidia-ml-py importable:
 
@@ -6,7 +6,7 @@ Run by realgpu/gpu_release_gpu.sh (REPS=N) on a GPU host, as root, with torch an
                                     [--hold-gib 100] [--trace] [--story] [--tree DIR] [--health JSON]
 
 --backends lists the gate's backends to compare, each with its poll interval after `@` (default 0.05 s).
---health turns the gate's health stage on with that option (issue 32: its cost inside release + gate).
+--health turns the gate's health stage on with that option (its cost inside release + gate).
 --tree runs the collection of another checkout (e.g. an older commit, to show a change on the same machine).
 
 Each run starts one holder per GPU (realgpu/gpu_holder.py, titled `sglang::scheduler_TP<i>`, HOLD_GIB GiB each,

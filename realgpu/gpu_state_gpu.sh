@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-GPU check of gpuserve.sglang.sglang_bench_gpu_state, the GPU provenance the benchmark records before and
-# after every measured run (issue 7, item 3): the module on the real nvidia-smi, idle, under a bf16 matmul load
+# after every measured run: the module on the real nvidia-smi, idle, under a bf16 matmul load
 # on every GPU (clocks, power and temperature move; throttle reasons show if the load reaches a cap), and after.
 # Everything goes under $OUT; prints one summary line per state. About LOAD_S + 30 seconds.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device call of issue 32, item 6 (docs/benchmarks.md, "the gate's health stage on an H200"):
+# The device call of the gate's health stage (docs/benchmarks.md, "the gate's health stage on an H200"):
 #   realgpu/health_h200.sh
 # 1. realgpu/gpu_health_cost.py: 20 reads of the health stage alone, per backend (nvidia-smi, nvml), beside 20
 #    memory reads; its health option (every default; the Xid checks warn when this host's kernel log is unreadable)

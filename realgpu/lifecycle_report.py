@@ -1,5 +1,5 @@
 """The figures of one real-GPU lifecycle/benchmark run (realgpu/real_sglang_h200.sh lifecycle, bench), from what came
-back (the unpacked lifecycle.tgz / bench.tgz), as Markdown tables for docs/benchmarks.md (issue 29):
+back (the unpacked lifecycle.tgz / bench.tgz), as Markdown tables for docs/benchmarks.md:
 
   python3 realgpu/lifecycle_report.py DIR [DIR...]
 

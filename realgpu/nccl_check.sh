@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-NCCL check of the nccl_tuning hook on a multi-GPU machine (issue 5 item 4; issue 8 reuses it with 8 GPUs).
+# Real-NCCL check of the nccl_tuning hook on a multi-GPU machine (an 8-GPU run reuses it).
 #
 #   realgpu/nccl_check.sh [--world-size N] [--timing] [--iters N]
 #

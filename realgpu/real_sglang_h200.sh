@@ -278,7 +278,7 @@ phase_lifecycle() {
     # SKIP_REFUSALS=1 / SKIP_ROLLBACK=1: leave out cases already recorded (results/2026-12-03-h200-real-sglang-lifecycle)
     [ -n "${SKIP_REFUSALS:-}" ] || lifecycle_refusals "$pid2"
     # ROLLBACK_ARGS='{"key": value}': server args SGLang accepts that fail only after the stop, for the rollback case.
-    # None is known for the real server since the listen check (issue 30) refuses host 192.0.2.1 before the stop
+    # None is known for the real server since the listen check refuses host 192.0.2.1 before the stop
     # (lifecycle_refusals); the case is left out unless it is named.
     [ -n "${SKIP_ROLLBACK:-}" ] || [ -z "${ROLLBACK_ARGS:-}" ] || {
         play rollback "$WT/realgpu/h200/deploy.yml" -e "{\"h200_server_args_extra\": $ROLLBACK_ARGS}"
@@ -291,7 +291,7 @@ lifecycle_refusals() {  # an argument SGLang refuses, and an abbreviation SGLang
     play refuse_unknown "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"no_such_flag": true}}'
     play refuse_abbrev "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"speculative_num_step": 3}}'
     # a host the machine does not have: real SGLang hangs at torch.distributed's init there (second run), the
-    # listen check refuses it before the stop (issue 30; not yet run on the device)
+    # listen check refuses it before the stop
     play refuse_host "$WT/realgpu/h200/deploy.yml" -e '{"h200_server_args_extra": {"host": "192.0.2.1"}}'
     say "after the refusals: MainPID $(main_pid) (was $1)"
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device call of issue 16 (docs/benchmarks.md, "gpu_release: 10 repetitions beside a 1 ms NVML observer"):
+# The device call of gpu_release's repetitions (docs/benchmarks.md, "gpu_release: 10 repetitions beside a 1 ms NVML observer"):
 #   realgpu/release_reps_h200.sh [OLD_TREE]
 # 1. this collection, gate backend nvml (poll 0.01 s): 10 repetitions each for 1 and 2 holders, and the story's way;
 # 2. OLD_TREE's collection (e.g. `mkdir -p .devcarry/old && git archive 6aeb480 | tar -x -C .devcarry/old`),

@@ -1,4 +1,4 @@
-"""What a real SGLang server shows, recorded for the lab's SIMULATED stand-in to be held to (issue 29, item 4), and
+"""What a real SGLang server shows, recorded for the lab's SIMULATED stand-in to be held to, and
 gpu_release + gate against it (item 2's release figures). Run on a GPU machine by realgpu/real_sglang_h200.sh:
 
   python3 realgpu/sglang_fidelity.py --out DIR --python VENV_PYTHON --args-json ARGV_JSON [--env-file F]

@@ -104,7 +104,7 @@ def _run_problems(run, mask, require_clean_tree):
 
 
 def _health_problems(variant, baselines, by_visit):
-    """A comparison's GPU-health problems (issue 32): every run of the variant visit and of its adjacent baselines
+    """A comparison's GPU-health problems: every run of the variant visit and of its adjacent baselines
     must carry a health reading (provenance.gpu_health, read after the run on the GPU host, Xid events since the
     visit's deploy) when any of them does; no reading may hold an Xid event, known or unknown; and every GPU's
     PCIe link must read the same in all of them as in the variant's first run. [] when no run carries one (None:
