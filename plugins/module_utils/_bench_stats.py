@@ -58,6 +58,7 @@ def median_band(values):
     if not vals:
         return None, None
     k = 1
-    while _coverage(len(vals), k + 1) >= BAND_CONFIDENCE:  # at or past the middle the coverage is 0 or less
+    # at or past the middle the coverage is 0 or less: the loop ends there
+    while _coverage(len(vals), k + 1) >= BAND_CONFIDENCE:
         k += 1
     return vals[k - 1], vals[-k]

@@ -365,7 +365,7 @@ def _draft_architectures(path):
     """The `architectures` of the draft directory's config.json, or (None, why it could not be read)."""
     config = os.path.join(path, "config.json")
     try:
-        with open(config, encoding="utf-8") as handle:
+        with open(config, "rb") as handle:  # JSON's own encodings, as _model_files reads it
             parsed = json.load(handle)
     except (OSError, ValueError) as exc:
         return None, "cannot read %s: %s" % (config, getattr(exc, "strerror", None) or exc)

@@ -387,6 +387,7 @@ def test_summarize_gives_every_figure_and_none_for_no_values():
     assert st.summarize([2.0, 4.0, 9.0]) == {"n": 3, "median": 4.0, "min": 2.0, "max": 9.0, "mean": 5.0,
                                              "stdev": 13.0 ** 0.5, "spread_pct": 175.0}
     assert st.summarize([4.0])["stdev"] == 0.0 and st.summarize([0.0, 0.0])["spread_pct"] is None
+    assert st.summarize([1.0, 3.0])["stdev"] == 2.0 ** 0.5  # two values: the sample stdev already
 
 
 @pytest.mark.parametrize("values, mid", [([5, 1, 4, 2, 3], 3), ([6, 1, 5, 2, 4, 3], 3.5), ([7], 7)])

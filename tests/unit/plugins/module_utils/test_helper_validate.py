@@ -535,6 +535,14 @@ def test_eagle3_with_an_eagle_draft_is_refused_by_the_alias_flag_too(monkeypatch
     assert out["error"] == _speculative.draft_problem("EAGLE3", ["LlamaForCausalLMEagle"], draft)
 
 
+def test_a_draft_config_in_utf_16_is_read_as_json_reads_it(monkeypatch, capsys, sglang, tmp_path):
+    draft = model_dir(tmp_path, "draft", None)
+    with open(os.path.join(draft, "config.json"), "wb") as handle:
+        handle.write('{"architectures": ["LlamaForCausalLMEagle3"], "name": "é"}'.encode("utf-16"))
+    rc, out, _err = validate(monkeypatch, capsys, ARGV + ["--speculative-draft-model-path", draft])
+    assert (rc, out["draft"]["architectures"]) == (0, ["LlamaForCausalLMEagle3"])
+
+
 def test_a_draft_that_fits_its_algorithm_passes(monkeypatch, capsys, sglang, tmp_path):
     draft = model_dir(tmp_path, "draft", EAGLE3_HEAD)
     argv = ARGV + ["--speculative-draft-model-path", draft]
@@ -549,6 +557,7 @@ def test_a_draft_that_fits_its_algorithm_passes(monkeypatch, capsys, sglang, tmp
     ("{", "cannot read {path}/config.json: Expecting property name enclosed in double quotes: line 1 column 2 "
           "(char 1)"),
     ("[]", "{path}/config.json names no architectures"),
+    ('{"architectures": "LlamaForCausalLMEagle3"}', "{path}/config.json names no architectures"),  # a name, no list
     ('{"architectures": ["X", ""]}', "{path}/config.json names no architectures"),
 ])
 def test_a_draft_config_that_cannot_be_read_here_is_not_judged(monkeypatch, capsys, sglang, tmp_path, config,
