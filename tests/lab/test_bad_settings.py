@@ -3,8 +3,9 @@ keeps its PID, its NCCL env file, its args file and its manifest. The settings a
 SGLang does not have (refused by the real SGLang 0.5.23 in the container, its start checks), a port out of range,
 a lifecycle setting out of range given to restart_server.yml (which runs no preflight), and a model directory that
 is not in the container (the model check, off in the lab, turned on here), and a host the container does not have
-(SGLang accepts it, then hangs at start on a GPU). Then a new server that cannot serve (it exits at start: the
-stand-in's SIMULATED startup fault) is rolled back within seconds, not at the readiness timeout.
+(SGLang accepts it, then hangs at start on a GPU), and EAGLE with an EAGLE-3 draft (SGLang serves it at accept
+length 1.00 without an error; the stand-in, SIMULATED, shows that 1.00). Then a new server that cannot serve (it exits
+at start: the stand-in's SIMULATED startup fault) is rolled back within seconds, not at the readiness timeout.
 
 Needs a deployed lab (scripts/deploy). The unit tests cover every class of setting against stub containers
 (tests/unit/roles/test_sglang_server_bad_settings.py); these prove it on the real lifecycle.
@@ -58,6 +59,58 @@ def test_a_bad_setting_fails_naming_it_and_leaves_the_server_as_it_was(deployed,
     assert rc != 0
     assert message in " ".join(out.split()), "\n".join(line for line in out.splitlines() if "fatal" in line)
     assert server() == deployed
+
+
+# An EAGLE-3 head's config, as SpecForge exports one for a Llama target (SIMULATED: no weights; SGLang reads only the
+# config before the weights, and the argument check reads nothing else)
+DRAFT = "/var/lib/gpuserve-lab/eagle3-draft"
+EAGLE3_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 576,
+                 "intermediate_size": 1536, "num_attention_heads": 9, "num_key_value_heads": 3,
+                 "num_hidden_layers": 1, "vocab_size": 49152, "max_position_embeddings": 8192}
+
+
+@pytest.fixture(scope="module")
+def eagle3_draft(lab_up):
+    pct("mkdir", "-p", DRAFT)
+    pct("sh", "-c", "cat > %s/config.json" % DRAFT, stdin=json.dumps(EAGLE3_CONFIG))
+    yield DRAFT
+    pct("rm", "-rf", DRAFT, check=False)
+
+
+def test_eagle_with_an_eagle3_draft_is_refused_before_anything_stops(deployed, eagle3_draft):
+    settings = {"sglang_server_args": dict(LAB_ARGS, speculative_algorithm="EAGLE",
+                                           speculative_draft_model_path=eagle3_draft)}
+    rc, out = finish(playbook(DEPLOY, "-e", json.dumps(settings)))
+    flat = " ".join(out.split())
+    assert rc != 0
+    assert ("speculative_algorithm is EAGLE, but the draft %s is an EAGLE-3 head (LlamaForCausalLMEagle3): SGLang "
+            "serves that pair without an error at accept length 1.00" % eagle3_draft) in flat, flat[-3000:]
+    assert "Nothing was written or stopped: the server runs as before." in flat
+    assert server() == deployed  # the same PID, env file, args file and manifest
+
+
+# The stand-in run by hand beside the server, on SIMULATED device files of its own (it holds no lab GPU), killed when
+# the script ends whatever happened
+STANDIN_BY_HAND = r"""
+set -eu
+dev=$(mktemp -d)
+touch "$dev/nvidia0" "$dev/nvidiactl" "$dev/nvidia-uvm"
+GPUSIM_DEV_DIR=$dev GPUSIM_WARMUP_S=0.1 GPUSIM_TOKENS_PER_S=4000 python3 /opt/gpuserve-lab/sglang_standin.py   --model-path /models/x --port 30919 --speculative-algorithm EAGLE --speculative-draft-model-path "$1"   --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 >/dev/null 2>&1 &
+pid=$!
+trap 'kill $pid; wait $pid || true; rm -rf "$dev"' EXIT
+for _ in $(seq 100); do curl -sf http://127.0.0.1:30919/health >/dev/null && break; sleep 0.1; done
+curl -sf http://127.0.0.1:30919/generate -H 'Content-Type: application/json'   -d '{"text": "The capital of France is", "sampling_params": {"max_new_tokens": 32}}'
+echo
+curl -sf http://127.0.0.1:30919/server_info
+"""
+
+
+def test_the_standin_serves_eagle_with_an_eagle3_draft_at_accept_length_one(eagle3_draft):
+    """SIMULATED: what the refusal spares an operator. Every verify step emits only the target's own token."""
+    generated, info = pct("sh", "-c", STANDIN_BY_HAND, "sh", eagle3_draft, timeout=60).stdout.splitlines()
+    meta = json.loads(generated)["meta_info"]
+    assert (meta["completion_tokens"], meta["spec_verify_ct"]) == (32, 31)
+    assert json.loads(info)["internal_states"][0]["avg_spec_accept_length"] == 1.0
 
 
 def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
