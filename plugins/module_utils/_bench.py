@@ -110,7 +110,12 @@ def plan_arms(server_args, arms, max_running_requests, baseline_args=None, round
     if int(rounds) < 1:
         raise BenchError("rounds must be >= 1, got %r" % (rounds,))
     # The sglang_server role combines its base args with sglang_server_args, and null drops a flag: the baseline
-    # therefore sets every speculative key to None explicitly (a removed key would fall back to the base args).
+    # therefore sets every speculative key to None explicitly (a removed key would fall back to the base args):
+    # the base args' (speculative_keys) and every speculative_* setting the config or an arm names (SGLang adds
+    # them often: speculative_adaptive would otherwise carry into the baseline).
+    named = set(server_args) | {key for arm in arms if isinstance(arm, dict) for key in (arm.get("args") or {})}
+    speculative_keys = tuple(speculative_keys) + tuple(sorted(
+        key for key in named if str(key).startswith("speculative_") and key not in speculative_keys))
     baseline = dict(server_args)
     baseline.update({key: None for key in speculative_keys})
     baseline.update(baseline_args or {})

@@ -36,6 +36,15 @@ def test_plan_interleaves_fresh_baselines_and_forces_equal_max_running_requests(
     assert visits[3]["args"]["speculative_num_draft_tokens"] == 4
 
 
+def test_the_baseline_drops_every_speculative_setting_the_config_or_an_arm_names():
+    # speculative_adaptive is not among the base args' keys: a list of them would carry it into the baseline
+    arms = [{"name": "s3", "args": {"speculative_num_steps": 3, "speculative_draft_window_size": 64}}]
+    visits = b.plan_arms(dict(SERVER_ARGS, speculative_adaptive=True), arms, 48)
+    base = visits[0]["args"]
+    assert base["speculative_adaptive"] is None and base["speculative_draft_window_size"] is None
+    assert visits[1]["args"]["speculative_adaptive"] is True and visits[1]["args"]["speculative_draft_window_size"] == 64
+
+
 def test_plan_rounds_repeat_the_interleave():
     visits = b.plan_arms(SERVER_ARGS, ARMS, 48, rounds=2)
     assert [v["arm"][0] for v in visits] == list("bebebebeb")
