@@ -19,8 +19,8 @@ LANES = {
         "node": "lab-pve", "vmid": "101", "host": "ct101", "inventory": None,
         "nodes": ["lab-pve"], "vmids": ["101"],
         "steps": [("molecule", "default"),
-                  ("pytest", ["tests/lab/test_benchmark.py", "tests/lab/test_gpu_ownership.py",
-                              "tests/lab/test_lab_lab.py"]),
+                  ("pytest", ["tests/lab/test_check_mode.py", "tests/lab/test_benchmark.py",
+                              "tests/lab/test_gpu_ownership.py", "tests/lab/test_lab_lab.py"]),
                   ("molecule", "rebuild")],
     },
     "faults": {
