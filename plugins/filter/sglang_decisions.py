@@ -30,42 +30,103 @@ def _sglang(manifest):
     return manifest.get('sglang') or {}
 
 
-def drift(manifest, state, rendered=None, forced=False, requested=False):
-    """Why the server must restart, or what differs from its verified start: one reason per difference, [] when the
-    running server is the verified one and its files are the inventory's.
+def reasons(manifest, state, rendered=None, forced=False, requested=False):
+    """Why the server must restart, or what differs from its verified start: one {key, reason, pending} per
+    difference, [] when the running server is the verified one and its files are the inventory's. key names the
+    reason in one word (the decision's summary); pending is true for a change this run makes (a forced or requested
+    restart, a file the inventory renders otherwise), false for what is already on disk or running.
 
     manifest: the last verified start's manifest ({} when none); state: the role's state reading (active,
     active_state, main_pid, args_sha1, unit_sha1, env_sha1, commit, dirty); rendered: {args, unit}, true where the
     inventory renders a file other than the one on disk; forced, requested: a restart asked for by the settings or a
-    handler."""
+    handler (nccl_tuning's, when the NCCL files change)."""
     manifest, rendered = manifest or {}, rendered or {}
-    reasons = []
+    found = []
+
+    def add(key, reason, pending=False):
+        found.append({'key': key, 'reason': reason, 'pending': pending})
+
     if forced:
-        reasons.append('forced (sglang_server_force_restart)')
+        add('forced', 'forced (sglang_server_force_restart)', True)
     if requested:
-        reasons.append('requested by a handler (gpuserve sglang restart)')
+        add('env', 'requested by a handler (gpuserve sglang restart: the NCCL files change)', True)
     if not state['active']:
-        reasons.append('unit is %s' % state['active_state'])
-    for name, key in (('args', 'args'), ('unit', 'unit')):
+        add('stopped', 'unit is %s' % state['active_state'])
+    for key in ('args', 'unit'):
         if rendered.get(key):
-            reasons.append('%s file differs from the inventory' % name)
+            add(key, '%s file differs from the inventory' % key, True)
     if not manifest:
-        return reasons + ['no deployment manifest (never verified)']
+        add('unverified', 'no deployment manifest (never verified)')
+        return found
     verified_pid = int(manifest.get('main_pid') or 0)
     if state['active'] and verified_pid != state['main_pid']:
-        reasons.append('running server (PID %s) is not the verified one (PID %s)'
-                       % (state['main_pid'], manifest.get('main_pid') or 'none'))
-    for name, key in (('args', 'args_sha1'), ('unit', 'unit_sha1'), ('NCCL env', 'env_sha1')):
-        if _files(manifest).get(key, '') != state[key]:
-            reasons.append('%s file changed since the verified start' % name)
+        add('unverified', 'running server (PID %s) is not the verified one (PID %s)'
+            % (state['main_pid'], manifest.get('main_pid') or 'none'))
+    for key, name, sha in (('args', 'args', 'args_sha1'), ('unit', 'unit', 'unit_sha1'),
+                           ('env', 'NCCL env', 'env_sha1')):
+        if _files(manifest).get(sha, '') != state[sha]:
+            add(key, '%s file changed since the verified start' % name)
     commit = _sglang(manifest).get('commit', '')
     if commit != state['commit']:
-        reasons.append('SGLang commit changed since the verified start (%s -> %s)'
-                       % ((commit or '?')[:12], state['commit'][:12]))
+        add('commit', 'SGLang commit changed since the verified start (%s -> %s)'
+            % ((commit or '?')[:12], state['commit'][:12]))
     dirty = _sglang(manifest).get('dirty')
     if dirty != state['dirty']:
-        reasons.append('SGLang tree dirty flag changed since the verified start (%s -> %s)' % (dirty, state['dirty']))
-    return reasons
+        add('dirty', 'SGLang tree dirty flag changed since the verified start (%s -> %s)' % (dirty, state['dirty']))
+    return found
+
+
+def drift(manifest, state, rendered=None, forced=False, requested=False):
+    """The sentences of reasons(): verify's problems, audit's drift."""
+    return [found['reason'] for found in reasons(manifest, state, rendered, forced, requested)]
+
+
+# What check mode leaves out, by the key of a change it does not apply
+NOT_APPLIED = {
+    'env': "the inventory's NCCL values in the running processes (the env proof checks the env file on disk "
+           'instead): nccl_tuning writes them on the real run',
+    'commit': "the checkout, the reinstall and SGLang's import check at the pinned commit: sglang_install does them "
+              'on the real run',
+}
+LIFECYCLE = ('the restart (stop, GPU release and gate, start, readiness, a generation, the env proof of the new '
+             'processes, the manifest): it runs on the real run')
+
+
+def decision(found, check_mode=False, pending_commit='', commit=''):
+    """What the role does with the server, from reasons() (this node's, with its peers' for a multi-node replica;
+    plain strings, as restart_server.yml passes them, are pending reasons of their own name), and in check mode what
+    the preview leaves out.
+
+    pending_commit: the commit sglang_install would check out in check mode ('' when none), commit the tree's now:
+    a rebuild. Returns {action: rebuild, restart or none, restart, check_mode, keys, reasons, not_applied (the keys
+    of pending changes check mode did not apply), skipped (what the preview did not check, and why), message}."""
+    found = [item if isinstance(item, dict) else {'key': str(item), 'reason': str(item), 'pending': True}
+             for item in found or []]
+    if pending_commit and check_mode:
+        found.append({'key': 'commit', 'pending': True, 'reason': (
+            'sglang_install would check out SGLang %s and reinstall it (the tree is at %s)'
+            % (pending_commit[:12], (commit or '?')[:12]))})
+    keys = []
+    for item in found:
+        if item['key'] not in keys:
+            keys.append(item['key'])
+    sentences = [item['reason'] for item in found]
+    rebuild = bool(pending_commit) and check_mode
+    action = 'rebuild' if rebuild else 'restart' if found else 'none'
+    not_applied = sorted(set(item['key'] for item in found if item['pending'])) if check_mode else []
+    skipped = []
+    if check_mode and found:
+        skipped = [LIFECYCLE] + [NOT_APPLIED[key] for key in ('env', 'commit') if key in not_applied]
+    if not found:
+        message = ('nothing to do: the running server matches its verified manifest and the inventory' if check_mode
+                   else 'no restart: the running server matches its verified manifest')
+    else:
+        said = ', '.join(keys)
+        if sentences != keys:
+            said += ' (%s)' % '; '.join(sentences)
+        message = '%s: %s' % (('would ' if check_mode else '') + ('rebuild' if rebuild else 'restart'), said)
+    return {'action': action, 'restart': bool(found), 'check_mode': bool(check_mode), 'keys': keys,
+            'reasons': sentences, 'not_applied': not_applied, 'skipped': skipped, 'message': message}
 
 
 def answer(result):
@@ -81,9 +142,12 @@ def answer(result):
 def verification(state, facts):
     """sglang_server_verification: the running server checked against its manifest, the files on disk, the tree and
     the pin, with rank 0's readiness and this node's env proof. facts: host, helper, replica (with rank and rank0),
-    ready (rank 0's registered wait-ready), env_proof (env-proof's answer, {} when not run), expected_commit and
-    rendered (audit's {args, unit})."""
+    ready (rank 0's registered wait-ready), env_proof (env-proof's answer, {} when not run), expected_commit,
+    rendered (audit's {args, unit}) and decision (this run's decision(), {} when none: in check mode the checks that
+    a change it did not apply would fail are left out, and said so in skipped)."""
     manifest, replica = state.get('manifest') or {}, facts['replica']
+    decided = facts.get('decision') or {}
+    not_applied = decided.get('not_applied') or []
     ready = answer(facts.get('ready'))
     proof = (facts.get('env_proof') or {}) if state['active'] else {}
     problems = [] if state['helper_ok'] else ['%s missing (never deployed by this role?)' % facts['helper']]
@@ -94,12 +158,13 @@ def verification(state, facts):
     if not proof.get('ok'):
         problems.append('env proof: %s' % (proof.get('error') or 'not run'))
     expected = facts.get('expected_commit')
-    if expected and expected != state['commit']:
+    if expected and expected != state['commit'] and 'commit' not in not_applied:
         problems.append('tree commit %s is not the pinned %s' % (state['commit'], expected))
     if state['dirty']:
         problems.append('SGLang tree is dirty: %s' % ', '.join(state['changes']))
     return {
         'host': facts['host'], 'ok': not problems, 'problems': problems,
+        'decision': decided.get('message'), 'skipped': decided.get('skipped') or [],
         'sglang': {'commit': state['commit'], 'dirty': state['dirty'], 'version': _sglang(manifest).get('version')},
         'unit': {'active': state['active'], 'main_pid': state['main_pid'], 'since': state['since']},
         'readiness': ready,
@@ -180,11 +245,13 @@ def _peers(replica, host):
 
 
 def peer_reasons(replica, hostvars, host, own):
-    """A multi-node server restarts as a whole: this node's reasons (own), then every other node's, named."""
-    reasons = list(own)
+    """A multi-node server restarts as a whole: this node's reasons (own, as reasons() gives them), then every other
+    node's, each sentence named by its node."""
+    found = list(own)
     for peer in _peers(replica, host):
-        reasons += ['%s: %s' % (peer, reason) for reason in hostvars[peer].get('__sglang_server_node_reasons') or []]
-    return reasons
+        found += [dict(item, reason='%s: %s' % (peer, item['reason']))
+                  for item in hostvars[peer].get('__sglang_server_node_reasons') or []]
+    return found
 
 
 def behind(replica, hostvars, host, step):
@@ -420,6 +487,8 @@ class FilterModule:
     def filters(self):
         return {
             'sglang_drift': drift,
+            'sglang_reasons': reasons,
+            'sglang_decision': decision,
             'sglang_verification': verification,
             'sglang_state': state,
             'sglang_failure': failure,

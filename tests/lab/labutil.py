@@ -160,6 +160,14 @@ def playbook(name, *extra):
                             text=True, start_new_session=True)
 
 
+def documented(*args):
+    """scripts/deploy ARGS, the README's command (e.g. --fleet, docs/fleet.md), as a user runs it, started like
+    playbook()."""
+    env = dict(os.environ, GPUSERVE_VENV=os.path.dirname(VENV_BIN), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.Popen([os.path.join(ROOT, "scripts", "deploy")] + list(args), cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
 def finish(proc, limit=600):
     out, _ = proc.communicate(timeout=limit)
     return proc.returncode, out

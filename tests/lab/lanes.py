@@ -19,8 +19,8 @@ LANES = {
         "node": "lab-pve", "vmid": "101", "host": "ct101", "inventory": None,
         "nodes": ["lab-pve"], "vmids": ["101"],
         "steps": [("molecule", "default"),
-                  ("pytest", ["tests/lab/test_benchmark.py", "tests/lab/test_gpu_ownership.py",
-                              "tests/lab/test_lab_lab.py"]),
+                  ("pytest", ["tests/lab/test_check_mode.py", "tests/lab/test_benchmark.py",
+                              "tests/lab/test_gpu_ownership.py", "tests/lab/test_lab_lab.py"]),
                   ("molecule", "rebuild")],
     },
     "faults": {
@@ -38,7 +38,7 @@ LANES = {
     "fleet": {
         "what": "the gateway (CT 100), the lab's network and nodes, then two replicas and one multi-node server over "
                 "CT 104 (lab-pve4) and CT 102 (lab-pve2)",
-        "node": "lab-pve4", "vmid": "104", "host": "ct104", "inventory": "tests/lab/two_hosts/hosts.yml",
+        "node": "lab-pve4", "vmid": "104", "host": "ct104", "inventory": "inventory/lab-fleet/hosts.yml",
         "limit": ["ct104", "ct102", "gw100"], "provision": False,  # tests/lab/two_hosts makes CT 104 and CT 102
         # CT 100: the gateway (on lab-pve: its sessions count as lane main's sshd); CT 192: test_lab_nodes
         "nodes": ["lab-pve4", "lab-pve2"], "vmids": ["104", "102", "100", "192"],

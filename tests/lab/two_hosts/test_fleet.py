@@ -4,16 +4,18 @@ rolled one at a time under a bounded load.
 The package's two containers (conftest.py): CT 104 on lab-pve4 with its SIMULATED GPUs 0-3 and CT 102 on lab-pve2, the
 lab's second PVE host, with that host's GPUs 0-3 (tp 4 each, derived from gpuserve_gpus), both on the lab's
 host-only bridge (10.66.0.104, .102) and listening there; the gateway runs in CT 100 (10.66.0.100). The module's
-fixture makes CT 100, deploys the gateway with no worker, then deploys the fleet: nothing restarts, and each replica
-registers itself with the gateway. CT 100 is destroyed afterwards. Needs `lab/lab up`.
+fixture runs the documented way up, `scripts/deploy --fleet` (docs/fleet.md, "In the lab"): it makes CT 100, deploys
+the gateway with no worker, then deploys the fleet: nothing restarts, and each replica registers itself with the
+gateway. CT 100 is destroyed afterwards. The gateway's metrics are read from the lab host, as the docs show. Needs
+`lab/lab up`.
 """
 import re
 import time
 
 import pytest
 
-from gatewayutil import Load, Watch, gateway_container, gateway_faults, key, latency_summary, workers
-from labutil import LAB_MARKS, STANDIN_FAULT, finish, playbook, wait_for
+from gatewayutil import CT, LAB, Load, Watch, gateway_faults, key, latency_summary, run, workers
+from labutil import LAB_MARKS, STANDIN_FAULT, documented, finish, wait_for
 
 from .nodes import NODES, arg, deploy, epoch, first_failure, in_ct, main_pid, manifest, on_pve, recap, \
     served_argv, MANIFEST
@@ -45,13 +47,13 @@ def all_healthy():
 
 @pytest.fixture(scope="module")
 def fleet(two_hosts):
-    with gateway_container():
-        code, out = finish(playbook("playbooks/gateway.yml", "-e", '{"sglang_gateway_workers": []}'),
-                           limit=600)
-        assert code == 0, out[-4000:]
-        code, out = deploy_fleet()
+    try:
+        code, out = finish(documented("--fleet"), limit=1800)
         assert code == 0, first_failure(out)
+        assert key() not in out, "the control-plane key reached the playbook's output"
         yield out
+    finally:
+        run(LAB, "ct-destroy", CT, check=False)
 
 
 def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(two_hosts, fleet):

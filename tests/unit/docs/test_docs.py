@@ -145,7 +145,8 @@ def test_the_layout_table_lists_every_plugin_type():
 @pytest.mark.parametrize("row, names", [
     ("plugins/modules/", tree("plugins/modules/", r"([^_][^/]*)\.py")),
     ("plugins/connection/", tree("plugins/connection/", r"([^_][^/]*)\.py")),
-    ("plugins/strategy/", tree("plugins/strategy/", r"([^_][^/]*)\.py")),
+    ("plugins/action/", tree("plugins/action/", r"([^_][^/]*)\.py")),
+    ("plugins/callback/", tree("plugins/callback/", r"([^_][^/]*)\.py")),
     ("plugins/lookup/", tree("plugins/lookup/", r"([^_][^/]*)\.py")),
     ("roles/", tree("roles/", r"([^/]+)/.+")),
     ("playbooks/", tree("playbooks/", r"([^/]+\.yml)")),

@@ -15,6 +15,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MODULES = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "plugins", "modules"))
                  if name.endswith(".py") and not name.startswith("_"))
+# a module file of an action plugin holds its docs only (as ansible.builtin.debug's): its options are the action's
+ACTIONS = sorted(name[:-3] for name in os.listdir(os.path.join(ROOT, "plugins", "action")) if name.endswith(".py"))
 PACKAGE = "ansible_collections.gpuserve.sglang.plugins"
 
 
@@ -64,9 +66,16 @@ def from_doc(options):
             for name, opt in options.items()}
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", [name for name in MODULES if name not in ACTIONS])
 def test_module_docs_agree_with_the_argument_spec(monkeypatch, name):
     assert from_doc(documented(name)) == from_spec(built_spec(monkeypatch, name))
+
+
+@pytest.mark.parametrize("name", ACTIONS)
+def test_an_actions_docs_name_the_options_it_takes(name):
+    action = importlib.import_module("%s.action.%s" % (PACKAGE, name))
+    assert name in MODULES, "plugins/modules/%s.py documents the action" % name
+    assert set(documented(name)) == set(action.ActionModule._VALID_ARGS)
 
 
 def fragment_options(fragment, section="documentation"):

@@ -82,7 +82,14 @@ SGLANG = {
 MODEL = {"model_path": "/models/Kimi-K2.5", "speculative_draft_model_path": "/models/Kimi-K2.5-EAGLE3"}
 # Each host: (its settings beyond the stub's, the setting its failure must name)
 CASES = {
-    "type": ({"gpuserve_port": "http"}, "gpuserve_port"),
+    # a type: the setting, what was given, what it must be, an example; no Python class name (the last test)
+    "type": ({"gpuserve_port": "http"}, 'gpuserve_port is a string ("http"): it must be a whole number, e.g. 30000'),
+    "args-type": ({"sglang_server_args": ["model_path", "/models/m"]},
+                  "sglang_server_args is a list ([model_path, /models/m]): it must be a mapping, e.g. "
+                  "{model_path: /models/Kimi-K2.5, tp_size: 8}"),
+    "words-type": ({"sglang_server_entrypoint": "python -m sglang.launch_server"},
+                   'sglang_server_entrypoint is a string ("python -m sglang.launch_server"): it must be a list of '
+                   "strings, e.g. ["),
     "range": ({"gpuserve_port": 70000}, "gpuserve_port is 70000: it must be a TCP port"),
     "cross": ({"sglang_server_listen_timeout": 30},
               "sglang_server_listen_timeout (30 s) is longer than sglang_server_ready_timeout (10 s)"),
@@ -238,7 +245,10 @@ def systemctl_calls(stub):
 
 def test_the_type_is_refused_by_the_argument_spec_and_the_rest_by_the_preflight(stubs):
     report, _servers, _before = stubs
-    assert failure(report, "type")[0].startswith("gpuserve.sglang.gpuserve : Validating arguments against arg spec")
+    for case in ("type", "args-type", "words-type"):  # before any role's own argument check, in the user's words
+        task, msg = failure(report, case)
+        assert task.startswith("gpuserve.sglang.setting_types : Every setting has the type its role takes"), task
+        assert msg.startswith("Settings of the wrong type (nothing was changed): ") and "class" not in msg, msg
     assert failure(report, "range")[0].endswith("Settings | each setting is in its range")
     assert failure(report, "cross")[0].endswith("Settings | the settings that bound each other agree")
     validate = "Validate | the server can listen on its host here, the draft fits its algorithm, SGLang accepts the arguments"

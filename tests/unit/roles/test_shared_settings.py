@@ -40,7 +40,12 @@ SHA = re.compile(r"\b[0-9a-f]{40}\b")
 
 
 def roles():
-    return sorted(r for r in os.listdir(os.path.join(ROOT, "roles")) if r != COMMON and not r.startswith("."))
+    """Every role but the settings role and what it depends on itself (setting_types, which checks every role's
+    settings before the settings role's own argument check)."""
+    own = [dep["role"].split(".")[-1] for dep in load(os.path.join(ROOT, "roles", COMMON, "meta", "main.yml"))
+           .get("dependencies") or []]
+    return sorted(r for r in os.listdir(os.path.join(ROOT, "roles"))
+                  if r != COMMON and r not in own and not r.startswith("."))
 
 
 def walk(value, path):

@@ -32,7 +32,8 @@ def test_no_drift_when_the_running_server_is_the_verified_one():
 
 def test_a_restart_forced_or_requested_comes_first():
     assert sd.drift(MANIFEST, STATE, forced=True, requested=True) == [
-        "forced (sglang_server_force_restart)", "requested by a handler (gpuserve sglang restart)"]
+        "forced (sglang_server_force_restart)",
+        "requested by a handler (gpuserve sglang restart: the NCCL files change)"]
 
 
 def test_a_unit_that_is_not_active():
@@ -93,6 +94,81 @@ def test_the_tree_dirty_flag_changed():
 
 # verification
 
+
+# reasons: each with its one-word key, and whether this run makes the change (pending) or it is on disk already
+
+def test_each_reason_has_a_key_and_says_whether_this_run_makes_the_change():
+    keyed = sd.reasons(manifest(main_pid=17, files=dict(SHA, env_sha1="old")), state(dirty=True),
+                       {"args": True, "unit": True}, forced=True, requested=True)
+    assert [(r["key"], r["pending"]) for r in keyed] == [
+        ("forced", True), ("env", True), ("args", True), ("unit", True), ("unverified", False), ("env", False),
+        ("dirty", False)]
+    sentences = sd.drift(manifest(main_pid=17, files=dict(SHA, env_sha1="old")), state(dirty=True),
+                         {"args": True, "unit": True}, True, True)
+    assert [r["reason"] for r in keyed] == sentences
+
+
+def test_the_keys_of_a_stopped_unit_a_missing_manifest_and_a_new_commit():
+    assert [r["key"] for r in sd.reasons({}, state(active=False, active_state="failed", main_pid=0))] == [
+        "stopped", "unverified"]
+    assert [r["key"] for r in sd.reasons(MANIFEST, state(commit="d" * 40))] == ["commit"]
+
+
+# decision: what the role does with the server, and in check mode what the preview leaves out
+
+def found(*keys, pending=True):
+    return [{"key": key, "reason": "%s reason" % key, "pending": pending} for key in keys]
+
+
+def test_nothing_to_do():
+    assert sd.decision([])["message"] == "no restart: the running server matches its verified manifest"
+    got = sd.decision([], check_mode=True)
+    assert got == {"action": "none", "restart": False, "check_mode": True, "keys": [], "reasons": [],
+                   "not_applied": [], "skipped": [],
+                   "message": "nothing to do: the running server matches its verified manifest and the inventory"}
+
+
+def test_a_restart_names_its_keys_once_then_its_reasons():
+    got = sd.decision(found("args") + found("env") + found("env", pending=False))
+    assert got["action"] == "restart" and got["restart"] is True and got["keys"] == ["args", "env"]
+    assert got["message"] == "restart: args, env (args reason; env reason; env reason)"
+    assert got["not_applied"] == [] and got["skipped"] == []
+
+
+def test_check_mode_would_restart_and_leaves_out_the_lifecycle():
+    got = sd.decision(found("args"), check_mode=True)
+    assert got["message"] == "would restart: args (args reason)"
+    assert got["not_applied"] == ["args"] and got["skipped"] == [sd.LIFECYCLE]
+
+
+def test_check_mode_with_new_nccl_values_leaves_out_their_proof():
+    got = sd.decision(found("env"), check_mode=True)
+    assert got["not_applied"] == ["env"] and got["skipped"] == [sd.LIFECYCLE, sd.NOT_APPLIED["env"]]
+
+
+def test_drift_on_disk_is_not_a_change_check_mode_leaves_unapplied():
+    got = sd.decision(found("env", "stopped", pending=False), check_mode=True)
+    assert got["message"].startswith("would restart: env, stopped")
+    assert got["not_applied"] == [] and got["skipped"] == [sd.LIFECYCLE]
+
+
+def test_check_mode_with_a_new_commit_would_rebuild():
+    got = sd.decision([], check_mode=True, pending_commit="2" * 40, commit="e" * 40)
+    assert got["action"] == "rebuild" and got["keys"] == ["commit"] and got["not_applied"] == ["commit"]
+    assert got["message"] == ("would rebuild: commit (sglang_install would check out SGLang 222222222222 and "
+                              "reinstall it (the tree is at eeeeeeeeeeee))")
+    assert got["skipped"] == [sd.LIFECYCLE, sd.NOT_APPLIED["commit"]]
+
+
+def test_a_pending_commit_outside_check_mode_is_none():
+    assert sd.decision([], pending_commit="2" * 40)["action"] == "none"
+
+
+def test_reasons_given_as_words_are_their_own_keys():
+    got = sd.decision(["restart_server.yml"], check_mode=True)
+    assert got["message"] == "would restart: restart_server.yml" and got["not_applied"] == ["restart_server.yml"]
+
+
 FACTS = dict(host="ct101", helper="/usr/local/sbin/gpuserve-sglang", expected_commit="c" * 40,
              replica=dict(name="ct101", nnodes=1, rank=0, rank0="ct101"),
              ready=dict(rc=0, stdout=json.dumps(dict(ready=True, phase="HTTP 200"))),
@@ -105,7 +181,7 @@ def verification(st=None, **facts):
 
 def test_a_verified_server_reports_every_figure():
     assert verification() == {
-        "host": "ct101", "ok": True, "problems": [],
+        "host": "ct101", "ok": True, "problems": [], "decision": None, "skipped": [],
         "sglang": {"commit": "c" * 40, "dirty": False, "version": "0.5.23"},
         "unit": {"active": True, "main_pid": 4242, "since": "Fri 2026-12-04 13:09:25 UTC"},
         "readiness": {"ready": True, "phase": "HTTP 200"},
@@ -158,6 +234,21 @@ def test_the_env_proof_of_a_stopped_unit_is_not_read():
 def test_a_tree_that_is_not_the_pin():
     assert verification(expected_commit="e" * 40)["problems"] == [
         "tree commit %s is not the pinned %s" % ("c" * 40, "e" * 40)]
+
+
+def test_check_mode_leaves_out_the_pin_of_a_commit_it_did_not_check_out_and_says_so():
+    decided = sd.decision([], check_mode=True, pending_commit="e" * 40, commit="c" * 40)
+    got = verification(expected_commit="e" * 40, decision=decided)
+    assert got["ok"] is True and got["problems"] == []
+    assert got["decision"] == decided["message"] and got["skipped"] == decided["skipped"]
+
+
+def test_check_mode_still_fails_on_what_its_change_does_not_explain():
+    decided = sd.decision(found("args"), check_mode=True)
+    got = verification(dict(STATE, active=False, active_state="inactive", main_pid=0, manifest=MANIFEST),
+                       expected_commit="e" * 40, decision=decided)
+    assert got["problems"] == ["unit is inactive", "env proof: not run",
+                               "tree commit %s is not the pinned %s" % ("c" * 40, "e" * 40)]
 
 
 def test_a_dirty_tree_names_its_changes():
@@ -258,10 +349,13 @@ REPLICA = dict(name="big", nnodes=3, multinode=True, rank=0, rank0="a0",
 
 
 def test_a_restart_of_one_node_restarts_every_node():
-    hv = {"a0": {"__sglang_server_node_reasons": ["mine"]}, "a1": {"__sglang_server_node_reasons": ["x", "y"]},
-          "a2": {}}
-    assert sd.peer_reasons(REPLICA, hv, "a0", ["mine"]) == ["mine", "a1: x", "a1: y"]
-    assert sd.peer_reasons(REPLICA, dict(hv, a1={"__sglang_server_node_reasons": None}), "a2", []) == ["a0: mine"]
+    mine, x, y = found("mine"), found("x"), found("y", pending=False)
+    hv = {"a0": {"__sglang_server_node_reasons": mine}, "a1": {"__sglang_server_node_reasons": x + y}, "a2": {}}
+    got = sd.peer_reasons(REPLICA, hv, "a0", mine)
+    assert [(r["key"], r["reason"], r["pending"]) for r in got] == [
+        ("mine", "mine reason", True), ("x", "a1: x reason", True), ("y", "a1: y reason", False)]
+    again = sd.peer_reasons(REPLICA, dict(hv, a1={"__sglang_server_node_reasons": None}), "a2", [])
+    assert [r["reason"] for r in again] == ["a0: mine reason"]
 
 
 def test_the_nodes_behind_a_barrier():
@@ -559,7 +653,7 @@ def test_a_multinode_rank_0_needs_two_ports():
 
 def test_the_filters():
     assert sorted(sd.FilterModule().filters()) == sorted([
-        "sglang_drift", "sglang_verification", "sglang_state", "sglang_failure", "sglang_listen", "sglang_peer_reasons",
+        "sglang_drift", "sglang_reasons", "sglang_decision", "sglang_verification", "sglang_state", "sglang_failure", "sglang_listen", "sglang_peer_reasons",
         "sglang_replica_behind", "sglang_replica_rolls_back", "sglang_validation",
         "sglang_launch_problems", "sglang_bound_problems", "sglang_gate_selector", "sglang_gate_count"])
     assert sd.FilterModule().filters()["sglang_drift"] is sd.drift
