@@ -178,22 +178,24 @@ class Stop:
             return self.finish("failed", "SIGTERM to the main process failed: %s" % error, rc=1)
         began = self.clock()
         last = load
-        while True:
-            waited = self.clock() - began
-            if waited >= self.bound:
-                break
-            self.sleep(min(self.poll, self.bound - waited))
+        while self.clock() - began < self.bound:
+            self.sleep(min(self.poll, self.bound - (self.clock() - began)))
             now = self.load()
-            if now.get("in_flight") is not None or now.get("listening") is False:
+            if now.get("listening") is False or self.unit.state()[0] in STOPPED:
+                # the port closes when the main process exits: SGLang's own shutdown (after its drain), or a crash
+                self.answer["drain"] = dict(self.drain_record(first, began, 0),
+                                            in_flight_at_last_read=last.get("in_flight"))
+                why = ("%d request(s) in flight: SIGTERM to the main process; the server exited by itself %.2f s "
+                       "later (%s in flight at the read before)" % (first, self.clock() - began, last.get("in_flight")))
+                if self.unit.state()[0] in STOPPED:
+                    return self.finish("exited", why)
+                return self.kill_all("exited", why)
+            if "in_flight" in now:
                 last = now
-            if self.idle(now):
+            if now.get("in_flight") == 0:
                 break
-            if self.unit.state()[0] in STOPPED:  # SGLang's own drain ended it
-                self.answer["drain"] = self.drain_record(first, began, 0)
-                return self.finish("drained", "%d request(s) in flight: SIGTERM to the main process, SGLang ended "
-                                              "it itself after %.1f s" % (first, self.clock() - began))
         waited = self.clock() - began
-        cut = 0 if self.idle(last) else last["in_flight"]
+        cut = last.get("in_flight") or 0
         self.answer["drain"] = self.drain_record(first, began, cut)
         if cut:
             return self.kill_all("cut", "%d request(s) in flight: SIGTERM to the main process; at the drain bound "

@@ -234,19 +234,30 @@ def test_a_drain_bound_of_zero_cuts_at_once():
     assert answer["how"] == "cut" and answer["drain"]["cut"] == 1 and clock.sleeps == []
 
 
-def test_sglang_ending_itself_during_the_drain_is_drained():
+def test_a_server_that_exits_by_itself_during_the_drain_is_not_called_drained():
+    # SGLang's own shutdown after its drain, or a crash: either way the port closes with the main process
     clock = Clock()
     unit = FakeUnit(clock)
     calls = []
 
     def read():
         calls.append(1)
-        if len(calls) == 3:  # SGLang's own watchdog drained and exited: the port is still answering the last poll
+        if len(calls) >= 3:
             unit.current = "inactive"
-        return {"in_flight": 1, "running": 1, "waiting": 0}
+            return {"listening": False, "error": "connection refused"}
+        return {"in_flight": 2, "running": 2, "waiting": 0}
     rc, answer = stop(unit, read, clock)
-    assert rc == 0 and answer["how"] == "drained" and ("kill", "SIGKILL", "all") not in unit.calls
-    assert "SGLang ended it itself" in answer["msg"]
+    assert rc == 0 and answer["how"] == "exited" and ("kill", "SIGKILL", "all") not in unit.calls
+    assert answer["drain"]["in_flight_at_last_read"] == 2 and answer["drain"]["cut"] == 0
+    assert "the server exited by itself 0.45 s later (2 in flight at the read before)" in answer["msg"]
+
+
+def test_a_closed_port_with_the_unit_still_up_gets_sigkill_for_what_is_left():
+    clock = Clock()
+    unit = FakeUnit(clock)
+    rc, answer = stop(unit, loads(1, 1, {"listening": False, "error": "connection refused"}), clock)
+    assert rc == 0 and answer["how"] == "exited" and unit.calls[-2:] == [("kill", "SIGKILL", "all"),
+                                                                         ("reset-failed",)]
 
 
 def test_an_unreadable_load_with_something_listening_gets_the_units_own_stop():
