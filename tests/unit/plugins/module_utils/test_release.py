@@ -658,6 +658,15 @@ def test_a_failed_start_fails_with_what_it_said_after_a_passed_gate():
     assert exc.value.result['gate']['passed'] and exc.value.result['start']['rc'] == 1
 
 
+def test_a_start_alone_on_an_idle_host_is_a_change():
+    """Nothing to stop, release or kill: the start that ran is still the call's change."""
+    clock = Clock()
+    world = Hooks([P(1, 0, 1, '/sbin/init'), P(50, 1, 50, 'nvidia-persistenced', holds={'/dev/nvidiactl'})], clock)
+    res = release(world, clock, self_pid=None, start_command=START)
+    assert res['killed'] == [] and 'stop' not in res and res['start']['rc'] == 0
+    assert res['changed'] is True
+
+
 def test_check_mode_runs_neither_command():
     clock = Clock()
     world = hooks_world(clock, check_mode=True)
