@@ -40,8 +40,8 @@ def manifest(facts):
     commit, dirty, changes, args_sha1, unit_sha1, env_sha1), validation (validate-args' answer: argv,
     sglang_version), env_proof (env-proof's answer), driver (the driver command's answer), times (begin, begin_iso,
     stopping, stopped, started, ready: epochs; no `stopped` when gpu_release ran the stop, whose timings then have
-    stop_s), done (epoch), stop (gpuserve-sglang stop's answer), release (gpu_release's result), ready (rank 0's wait-ready answer), generation (rank 0's /generate answer), replica
-    (name, nnodes, nodes), node_rank, through."""
+    stop_s), done (epoch), stop (gpuserve-sglang stop's answer), release (gpu_release's result), ready (rank 0's
+    wait-ready answer), generation (rank 0's /generate answer), replica (name, nnodes, nodes), node_rank, through."""
     if not isinstance(facts, dict):
         raise AnsibleFilterError('sglang_manifest: expected a dict of the lifecycle facts, got %s' % type(facts).__name__)
     need(facts, 'service', 'host', 'state', 'validation', 'env_proof', 'driver', 'times', 'done', 'release', 'ready',

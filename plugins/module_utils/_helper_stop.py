@@ -166,9 +166,9 @@ class Stop:
             self.answer["signal_epoch"], self.first_signal = self.wall(), self.clock()
             error = self.unit.stop()
             self.signals.append({"at_s": self.at(), "signal": "systemctl stop", "to": "unit", "error": error})
-            return self.finish("unit stop", "the load is unknown (%s: %s): the unit's own stop (SGLang drains "
-                                            "under KillMode=mixed, SIGKILL at TimeoutStopSec)" % (self.source,
-                                                                                                    load["error"]))
+            why = ("the load is unknown (%s: %s): the unit's own stop (SGLang drains under KillMode=mixed, SIGKILL "
+                   "at TimeoutStopSec)" % (self.source, load["error"]))
+            return self.finish("unit stop", why)
         return self.drain(load)
 
     def drain(self, load):

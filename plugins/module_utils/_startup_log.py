@@ -67,7 +67,7 @@ def engine_timings(text):
                              (pair.split("=", 1) for pair in graphs.group(1).split(",") if "=" in pair)}
         text = text.replace(graphs.group(0), "")
     for pair in text.split(","):
-        key, _, value = pair.strip().partition("=")
+        key, value = pair.strip().partition("=")[::2]
         try:
             out[key] = float(value)
         except ValueError:

@@ -337,7 +337,7 @@ def test_unit_signals_through_systemctl_kill(monkeypatch):
     fake_commands(monkeypatch, calls, {"systemctl": completed()})
     unit = _helper_stop.Unit("sglang.service")
     assert unit.kill("SIGTERM", main_only=True) is None and unit.kill("SIGKILL") is None
-    assert [argv for argv, _ in calls] == [
+    assert [call[0] for call in calls] == [
         ["systemctl", "kill", "--kill-who=main", "--signal=SIGTERM", "sglang.service"],
         ["systemctl", "kill", "--kill-who=all", "--signal=SIGKILL", "sglang.service"]]
 
@@ -355,8 +355,8 @@ def test_stop_command_reads_the_load_on_the_servers_port(monkeypatch, capsys):
     assert urls == ["http://[::1]:30001/v1/loads?include=core"] * 2
     assert out["load"]["source"] == "GET http://[::1]:30001/v1/loads?include=core"
     assert [argv[1:3] for argv, kw in calls] == [["show", "x.service"], ["kill", "--kill-who=all"],
-                                                  ["show", "x.service"], ["show", "x.service"],
-                                                  ["reset-failed", "x.service"], ["show", "x.service"]]
+                                                 ["show", "x.service"], ["show", "x.service"],
+                                                 ["reset-failed", "x.service"], ["show", "x.service"]]
     assert all(kw == run_kwargs() for _argv, kw in calls)
 
 

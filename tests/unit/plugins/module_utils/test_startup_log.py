@@ -66,7 +66,7 @@ def test_a_missing_milestone_folds_its_phase_into_the_next():
     journal = [line for line in lines("startup_journal.txt") if "CUDA graph" not in line]
     got = _startup_log.phases(journal)
     assert [p["phase"] for p in got["phases"]] == ["imports", "scheduler_start", "init", "weight_load",
-                                                  "server_start", "warm_up"]
+                                                   "server_start", "warm_up"]
     assert got["phases"][4] == {"phase": "server_start", "s": 9.414, "from": "weight_load"}
 
 
