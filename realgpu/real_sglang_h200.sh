@@ -17,6 +17,16 @@
 #              a host the machine cannot bind
 #   bench      playbooks/benchmark.yml (realgpu/h200/bench_vars.yml), beside the 1 ms NVML observer and a
 #              /metrics capture
+#   stops      REPS (10) restarts through playbooks/restart_server.yml with the lifecycle's stop (gpuserve-sglang
+#              stop, in one gpu_release call with the release and the start), beside the 1 ms NVML observer; the
+#              last two with requests in flight (realgpu/inflight_client.py): drained (bound 60 s), then cut (1 s).
+#              Each restart's manifest: SIGKILL -> gate vs the physical release, the downtime broken down, where
+#              start -> ready went (`startup`). About 50 s a restart on an H200 (start -> ready 42-44 s): 10 take
+#              about 8.5 min; deploys first (about 2-3 min, the first start's JIT builds) if no server runs
+#   rollback   a post-stop failure SGLang really hits, then the rollback: ROLLBACK_ARGS (default mem_fraction_static
+#              0.001: every check before the stop passes, SGLang refuses it after loading the weights, "Loaded
+#              weights leave no GPU memory for the KV cache"). About 2 min (the failed start, the rollback's start)
+#   stops and rollback write stops.tgz with realgpu/stops_report.py's tables (report.md)
 #   health, server, lifecycle, reps: the earlier runs' phases (docs/benchmarks.md)
 #
 # SIMULATED / shims, all labelled GPUSERVE-REALGPU-SHIM: realgpu/shim/pct (no Proxmox: runs the command in place),
@@ -349,6 +359,54 @@ phase_reps() {  # gpu_release + gate against a live real server, REPS times, bes
     pack reps -C "$RUN" reps times.tsv
 }
 
+stops_collect() {  # the manifests, the shim's stop records, the journal and the report, packed as stops.tgz
+    local d=$1
+    kill "${OBS:-}" 2>/dev/null
+    rm -rf "$d/var-lib-gpuserve" && cp -r /var/lib/gpuserve "$d/var-lib-gpuserve" 2>/dev/null
+    cp -r /run/gpuserve-shim "$d/shim-state" 2>/dev/null
+    journalctl --unit sglang.service --no-pager --output short-iso >"$d/journal.txt" 2>&1
+    "$PY" "$WT/realgpu/stops_report.py" "$d" >"$d/report.md" 2>&1
+    head -n 20 "$d/report.md"
+    pack stops -C "$RUN" stops lifecycle times.tsv
+}
+
+phase_stops() {
+    local d=$RUN/stops n=${REPS:-10} i; mkdir -p "$d"
+    use_site; device_minor
+    [ "$(main_pid)" -gt 0 ] 2>/dev/null || play stops_deploy "$WT/realgpu/h200/deploy.yml" || return 1
+    observer "$d/observer.jsonl"
+    for i in $(seq 1 "$n"); do
+        local extra=() client=""
+        if [ "$n" -ge 2 ] && [ "$i" -ge $((n - 1)) ]; then
+            # requests back to back until /health leaves 200 (SGLang's answer from its SIGTERM on), 1500 tokens
+            # each (about 4 s): in flight at the stop. Drained within 60 s, then cut at 1 s.
+            "$PY" "$WT/realgpu/inflight_client.py" --tokens 1500 --workers 2 --out "$d/requests-$i.jsonl" \
+                --limit-s 240 &
+            client=$!
+            sleep 2
+            if [ "$i" -eq "$n" ]; then extra=(-e sglang_server_stop_drain_timeout=1)
+            else extra=(-e sglang_server_stop_drain_timeout=60); fi
+        fi
+        PACK_NAME=stops play "stop_$i" "$WT/playbooks/restart_server.yml" "${extra[@]}"
+        local rc=$?
+        [ -z "$client" ] || wait "$client"
+        [ $rc -eq 0 ] || break
+    done
+    stops_collect "$d"
+}
+
+phase_rollback() {
+    local d=$RUN/stops before args=${ROLLBACK_ARGS:-'{"mem_fraction_static": 0.001}'}; mkdir -p "$d"
+    use_site; device_minor
+    [ "$(main_pid)" -gt 0 ] 2>/dev/null || play rollback_deploy "$WT/realgpu/h200/deploy.yml" || return 1
+    before=$(main_pid)
+    observer "$d/observer-rollback.jsonl"
+    PACK_NAME=stops play rollback "$WT/realgpu/h200/deploy.yml" -e "{\"h200_server_args_extra\": $args}"
+    say "rollback: rc $? (2 expected: the restart failed, the last verified config serves again), MainPID $before -> $(main_pid)"
+    grep -E "Loaded weights leave no GPU memory|Not enough memory|Rollback: " "$RUN/lifecycle/rollback.log" | cut -c1-300 | head -n 4
+    stops_collect "$d"
+}
+
 phase_background() {  # the phases given, from a copy of this checkout, in a session of their own
     rm -rf "$STASH/wtbg" && cp -a "$WT" "$STASH/wtbg" && rm -f "$RUN/background.done"
     LIMIT_S=${BG_LIMIT_S:-1560} OUT=$RUN/out setsid nohup bash "$STASH/wtbg/realgpu/real_sglang_h200.sh" "$@" \
@@ -371,7 +429,7 @@ poll() {  # wait for the background phases (at most $1 s, or until $POLL_UNTIL e
 for p in "$@"; do
     case $p in
         stash|poll) ;;  # take the next word
-        env|health|unpack|install|pair|pairwait|refusals|server|lifecycle|bench|reps|background) ;;
+        env|health|unpack|install|pair|pairwait|refusals|server|lifecycle|bench|reps|stops|rollback|background) ;;
         .devcarry/*|[0-9]*) ;;
         *) echo "unknown phase $p" >&2; exit 64 ;;
     esac

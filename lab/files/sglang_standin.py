@@ -18,6 +18,15 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
   benchmark reads, class Metrics),
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
+- stops as SGLang 0.5.23 does (managers/tokenizer_manager.py, sigterm_watchdog): SIGTERM to the main process only
+  sets a flag ("SIGTERM received ... Draining requests and shutting down...") and /health, /health_generate answer
+  503; a watchdog looks at the flag every GPUSIM_WATCHDOG_S seconds (SGLang's 5, from the server's start, so the exit
+  comes 0-5 s after the signal), then drains: while requests run or wait it logs "Gracefully exiting... Remaining
+  number of requests N" and sleeps the same period, with no bound, unless SGL_FORCE_SHUTDOWN is true ("Force
+  exiting."). Then the main process takes its GPUs' device files (SIMULATED: the real one's memory is released only
+  when it exits, 0.14 s before the unit is inactive on an H200), ends its schedulers and exits 0. Requests keep
+  being accepted and served during the drain, as SGLang's; SIGINT, and SIGTERM before the API is up, end it at once.
+  /v1/loads counts requests holding a slot (num_running_reqs) and waiting for one (num_waiting_reqs);
 - exits 1 when it cannot bind its --host/--port (an address it lacks, a port in use or outside 0-65535), as
   uvicorn does under SGLang (the ranks are terminated);
 - SIMULATED startup fault (the lab's switch for a failure after the lifecycle's stop): when the file
@@ -63,11 +72,11 @@ behaves exactly as a single node always did):
   watchdog abort (rank 0 logs it, exits 1); rank 0's link dropping without its shutdown ends a rank >= 1 node
   with 1. There is no heartbeat: a silent partition (no FIN/RST) goes unnoticed, as SGLang's idle gloo wait
   does for up to 120 min.
-- rank 0 on SIGTERM/SIGINT sends a shutdown to every node ("stopping: shutdown sent to N node(s)"), then stops as
-  a single node does; a rank >= 1 node exits 0 when it arrives ("shutdown received from rank 0"), also one that
-  joined a group not formed yet. SIMULATED kindness: SGLang broadcasts it from rank 0's TP0 scheduler after its
-  drain, so a `KillMode=control-group` stop, which SIGTERMs that scheduler too, may end it before it does (the
-  other nodes then fail on the lost link; docs/research/sglang-multinode-0.5.23.md). Rank 0's other exits (a
+- rank 0 sends a shutdown to every node ("stopping: shutdown sent to N node(s)") when it stops as a single node
+  does (after the watchdog and the drain on SIGTERM; at once on SIGINT; a SIGKILL of its control group sends
+  none, and the other nodes then lose the link); a rank >= 1 node exits 0 when it arrives ("shutdown received from
+  rank 0"), also one that joined a group not formed yet. SIMULATED kindness: SGLang broadcasts it from rank 0's TP0
+  scheduler after its drain. Rank 0's other exits (a
   scheduler died, a lost node, its HTTP bind) send none, as SGLang's SIGQUIT path kills the tree: the other nodes
   then lose the link and exit 1.
 - a rank >= 1 node on SIGTERM or SIGINT to its main process logs and keeps running: only rank 0 stops a multi-node
@@ -265,6 +274,9 @@ class Engine:
         self.max_running = args.max_running_requests or 256
         self.slots = threading.BoundedSemaphore(self.max_running)
         self.running = 0  # requests in flight (holding a slot), for /v1/loads
+        self.waiting = 0  # requests waiting for a slot
+        self.gracefully_exit = False  # SGLang's flag: set by SIGTERM, read by the watchdog
+        self.watchdog_s = env_float("GPUSIM_WATCHDOG_S", 5)
         self.metrics = Metrics(args.served_model_name or args.model_path)
         self.reset_stats()
 
@@ -288,7 +300,7 @@ class Engine:
 
     def generate(self, prompt_tokens, max_new, stream=False):
         """Yields (new_token_texts, completion_tokens, verify_steps_so_far, finished)."""
-        with self.slots, self.in_flight():
+        with self.slot():
             time.sleep(prompt_tokens / self.prefill_tps + 0.005)
             done, steps, t0 = 0, 0, time.time()
             first = [random.choice(WORDS)]
@@ -314,23 +326,39 @@ class Engine:
                     self.last_gen_tps = done / dt
 
     @contextlib.contextmanager
-    def in_flight(self):
+    def slot(self):
+        """A request's place: counted waiting until it holds one of max_running slots, then running."""
         with self.lock:
-            self.running += 1
+            self.waiting += 1
+        taken = False
         try:
+            self.slots.acquire()
+            taken = True
+            with self.lock:
+                self.waiting -= 1
+                self.running += 1
             yield
         finally:
             with self.lock:
-                self.running -= 1
+                if taken:
+                    self.running -= 1
+                else:
+                    self.waiting -= 1
+            if taken:
+                self.slots.release()
+
+    def in_flight_total(self):
+        with self.lock:
+            return self.running + self.waiting
 
     def loads(self):
         """GET /v1/loads as SGLang 0.5.23 answers it (srt/entrypoints/v1_loads.py, managers/load_snapshot.py),
         one entry per DP rank; SIMULATED figures except num_running_reqs."""
         with self.lock:
-            running = self.running
+            running, waiting = self.running, self.waiting
         now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
         total = 100000
-        load = {"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": 0,
+        load = {"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": waiting,
                 "num_waiting_uncached_tokens": 0, "num_used_tokens": 0, "num_total_tokens": total,
                 "num_active_tokens": 0, "num_prealloc_ready_tokens": 0, "max_total_num_tokens": total,
                 "max_running_requests": self.max_running, "token_usage": 0.0,
@@ -342,7 +370,7 @@ class Engine:
                                    "decode_prealloc_queue_reqs": 0, "decode_transfer_queue_reqs": 0,
                                    "decode_retracted_queue_reqs": 0, "kv_transfer_speed_gb_s": 0.0,
                                    "kv_transfer_latency_ms": 0.0},
-                "queues": {"waiting": 0, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}}
+                "queues": {"waiting": waiting, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}}
         return {"timestamp": now, "version": VERSION, "accelerator": None, "num_accelerators": 1, "loads": [load]}
 
     def avg_accept(self):
@@ -463,7 +491,9 @@ def make_handler(engine, args):
         def do_GET(self):
             r = self.route()
             if r in ("/health", "/health_generate"):
-                if not engine.ready:
+                if engine.gracefully_exit:
+                    log("Health check request received during shutdown. Returning 503.")
+                if not engine.ready or engine.gracefully_exit:
                     self.send_response(503)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
@@ -710,6 +740,8 @@ class Node:
     def __init__(self):
         self.procs = []  # schedulers first, then the detokenizer (rank 0 only)
         self.schedulers = []  # (global tp rank, process)
+        self.devices = []  # the device file of each scheduler's GPU
+        self.held = []
         self.lock = threading.Lock()
         self.stopping = False
 
@@ -719,7 +751,7 @@ class Node:
         self.stopping = True
         if before is not None:
             before()
-        log("shutting down")
+        log("kill_process_tree called: parent_pid=%d, include_parent=False, pid=%d" % (os.getpid(), os.getpid()))
         for pr in self.procs:
             if pr.is_alive():
                 pr.terminate()
@@ -1012,6 +1044,8 @@ def start_schedulers(args, node, ctx, dev_dir):
         readies.append((rank, ev, pr))
         node.schedulers.append((rank, pr))
         node.procs.append(pr)
+        node.devices.append(os.path.join(dev_dir, device_for_ordinal(gpu_for_rank(rank % k, args.base_gpu_id),
+                                                                     dev_dir)))
     return readies
 
 
@@ -1020,6 +1054,38 @@ def wait_schedulers(node, readies):
         if not ev.wait(60) or not pr.is_alive():
             log("scheduler TP%d failed to start" % rank)
             node.shutdown(code=1)
+
+
+def hold_gpus(node):
+    """SIMULATED: the main process takes its schedulers' GPU files before they exit, so the lab's nvidia-smi counts
+    the memory until the main process exits, as an H200 showed (the scheduler's memory freed only then)."""
+    for path in node.devices:
+        with contextlib.suppress(OSError):
+            node.held.append(open(path, "rb"))
+
+
+def sigterm_watchdog(engine, node, group):
+    """SGLang 0.5.23's TokenizerManager.sigterm_watchdog: the flag every watchdog_s seconds, then the drain with no
+    bound (a period's sleep while requests remain) unless SGL_FORCE_SHUTDOWN, then the shutdown."""
+    while not engine.gracefully_exit:
+        time.sleep(engine.watchdog_s)
+    while True:
+        remaining = engine.in_flight_total()
+        if os.environ.get("SGL_FORCE_SHUTDOWN", "false").lower() in ("true", "1"):
+            log("Signal SIGTERM received while force shutdown flag set. Force exiting.")
+            break
+        log("Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=[%s]."
+            % (remaining, ", ".join("'simulated-%d'" % i for i in range(remaining))))
+        if remaining > 0:
+            time.sleep(engine.watchdog_s)
+        else:
+            break
+
+    def before():
+        hold_gpus(node)
+        if group is not None:
+            group.send_shutdown()
+    node.shutdown(code=0, before=before)
 
 
 def dist_timeout(args):
@@ -1104,8 +1170,13 @@ def main(argv=None):
     detok.start()
     node.procs.append(detok)
     group = Rank0Group(args, node) if args.nnodes > 1 else None
+    serving = []  # the engine, once its API is up
 
-    def on_signal(*_):
+    def on_signal(signum, _frame):
+        if signum == signal.SIGTERM and serving:
+            log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+            serving[0].gracefully_exit = True
+            return
         node.shutdown(code=0, before=group.send_shutdown if group is not None else None)
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -1126,6 +1197,8 @@ def main(argv=None):
     engine = Engine(args)
     if bind_http(args, make_handler(engine, args)) is None:
         node.shutdown(code=1)
+    serving.append(engine)
+    threading.Thread(target=sigterm_watchdog, args=(engine, node, group), daemon=True).start()
     log("Uvicorn running on http://%s:%d (warming up %.1f s)"
         % (args.host, args.port, env_float("GPUSIM_WARMUP_S", 2)))
     time.sleep(env_float("GPUSIM_WARMUP_S", 2))

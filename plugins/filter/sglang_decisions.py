@@ -210,6 +210,8 @@ def state(result, paths, installed=None):
         'env_file_exists': bool(file('env').get('exists')),
         'python_exists': bool(read.get('python_exists')),
         'manifest': read.get('manifest') or {},
+        # with --startup (the lifecycle's read for the manifest): where the last start went, phase by phase
+        'startup': read.get('startup') or {},
     }
 
 
@@ -435,10 +437,22 @@ def _gateway_problems(args, inventory):
             'sglang_server_gateway_keep_healthy is 0 or more.' % (url, inventory['port'], gateway, bind)]
 
 
+# SGLang 0.5.23's shutdown after SIGTERM (managers/tokenizer_manager.py, sigterm_watchdog): the watchdog looks at the
+# flag every 5 s, drains, gives the schedulers 15 s after ShutdownReq, then waits up to 60 s for the killed children
+# to be reaped (kill_process_tree's wait_timeout).
+SGLANG_SHUTDOWN_S = {'watchdog_poll': 5, 'schedulers': 15, 'reap': 60}
+
+
+def unit_stop_timeout(drain_timeout):
+    """The unit's TimeoutStopSec: SGLang's own shutdown after SIGTERM (a `systemctl stop` by hand, or the lifecycle's
+    stop when the load is unknown) with a drain of drain_timeout seconds, before systemd sends SIGKILL."""
+    return int(math.ceil(float(drain_timeout))) + sum(SGLANG_SHUTDOWN_S.values())
+
+
 def bound_problems(settings):
     """The settings that bound each other: the port wait inside the readiness wait, a lock that outlasts one
     lifecycle, a multi-node rank 0's two ports apart. settings: the role's sglang_server_* values by their names
-    without the prefix (listen_timeout, ready_timeout, lock_ttl, stop_timeout, release_grace, gate_timeout,
+    without the prefix (listen_timeout, ready_timeout, lock_ttl, stop_drain_timeout, release_grace, gate_timeout,
     unit_gate_timeout, nnodes, dist_init_port) and port (gpuserve_port)."""
     problems = []
     if float(settings['listen_timeout']) > float(settings['ready_timeout']):
@@ -446,13 +460,15 @@ def bound_problems(settings):
             'sglang_server_listen_timeout (%s s) is longer than sglang_server_ready_timeout (%s s), inside which the '
             'port is waited for, so it would never end the wait: lower it, or raise the ready timeout.'
             % (settings['listen_timeout'], settings['ready_timeout']))
-    bound = math.ceil(sum(float(settings[key]) for key in LIFECYCLE_TIMEOUTS))
+    bound = unit_stop_timeout(settings['stop_drain_timeout']) + math.ceil(
+        sum(float(settings[key]) for key in LIFECYCLE_TIMEOUTS))
     if float(settings['lock_ttl']) < bound:
         problems.append(
-            'sglang_server_lock_ttl (%s s) is shorter than one restart can take (%d s: %s), so the lock could end '
-            'while this run still restarts the server and let another run in. Raise it, or leave it unset (its '
-            'default is twice that plus 1200 s).'
-            % (settings['lock_ttl'], bound, ' + '.join('sglang_server_' + key for key in LIFECYCLE_TIMEOUTS)))
+            "sglang_server_lock_ttl (%s s) is shorter than one restart can take (%d s: the unit's stop timeout, "
+            'sglang_server_stop_drain_timeout + %d s, + %s), so the lock could end while this run still restarts the '
+            'server and let another run in. Raise it, or leave it unset (its default is twice that plus 1200 s).'
+            % (settings['lock_ttl'], bound, sum(SGLANG_SHUTDOWN_S.values()),
+               ' + '.join('sglang_server_' + key for key in LIFECYCLE_TIMEOUTS)))
     # the ranges are checked before (setting_problems): these are whole numbers
     if int(settings['nnodes']) > 1 and int(settings['dist_init_port']) == int(settings['port']):
         problems.append(
@@ -462,8 +478,8 @@ def bound_problems(settings):
     return problems
 
 
-# What one lifecycle can wait for, in order: the lock must outlast their sum
-LIFECYCLE_TIMEOUTS = ('stop_timeout', 'release_grace', 'gate_timeout', 'unit_gate_timeout', 'ready_timeout')
+# What one lifecycle can wait for after the stop (unit_stop_timeout), in order: the lock must outlast their sum
+LIFECYCLE_TIMEOUTS = ('release_grace', 'gate_timeout', 'unit_gate_timeout', 'ready_timeout')
 
 
 def gate_selector(settings):
@@ -501,4 +517,5 @@ class FilterModule:
             'sglang_bound_problems': bound_problems,
             'sglang_gate_selector': gate_selector,
             'sglang_gate_count': gate_count,
+            'sglang_unit_stop_timeout': unit_stop_timeout,
         }

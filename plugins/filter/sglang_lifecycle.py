@@ -39,16 +39,22 @@ def manifest(facts):
     service, host, phase, run, reasons, src, entrypoint, env, state (tasks/state.yml's reading: main_pid, since,
     commit, dirty, changes, args_sha1, unit_sha1, env_sha1), validation (validate-args' answer: argv,
     sglang_version), env_proof (env-proof's answer), driver (the driver command's answer), times (begin, begin_iso,
-    stopped, started, ready: epochs), done (epoch), release (gpu_release's result), ready (rank 0's wait-ready
-    answer), generation (rank 0's /generate answer), replica (name, nnodes, nodes), node_rank, through."""
+    stopping, stopped, started, ready: epochs; no `stopped` when gpu_release ran the stop, whose timings then have
+    stop_s), done (epoch), stop (gpuserve-sglang stop's answer), release (gpu_release's result), ready (rank 0's
+    wait-ready answer), generation (rank 0's /generate answer), replica (name, nnodes, nodes), node_rank, through."""
     if not isinstance(facts, dict):
         raise AnsibleFilterError('sglang_manifest: expected a dict of the lifecycle facts, got %s' % type(facts).__name__)
     need(facts, 'service', 'host', 'state', 'validation', 'env_proof', 'driver', 'times', 'done', 'release', 'ready',
          'generation', 'replica', 'node_rank', 'through')
     state, times, release = facts['state'], facts['times'], facts['release'] or {}
     proof, replica, generation = facts['env_proof'], facts['replica'], facts['generation'] or {}
-    begin, stopped, started = float(times['begin']), float(times['stopped']), float(times['started'])
+    begin, started = float(times['begin']), float(times['started'])
     ready, done = float(times['ready']), float(facts['done'])
+    stopping = float(times['stopping'])
+    # one node stops inside gpu_release's call (its stop_command): the stop's end is its own share of that call
+    stopped = float(times['stopped']) if 'stopped' in times else stopping + float(
+        (release.get('timings') or {}).get('stop_s') or 0)
+    stop = facts.get('stop') or {}
     return {
         'schema': MANIFEST_SCHEMA,
         'service': facts['service'],
@@ -74,12 +80,22 @@ def manifest(facts):
             'done': iso(done),
             'started_epoch': started,
             'validate_and_stop_s': round(stopped - begin, 3),
+            # the stop task as the controller saw it; stop.stop_s is the server's own, first signal to unit stopped
+            'stop_s': round(stopped - stopping, 3),
             'release_and_gate_s': round(started - stopped, 3),
             'start_to_ready_s': round(ready - started, 3),
+            # what the server's clients saw: from the stop's start to ready again
+            'downtime_s': round(ready - stopping, 3),
             'total_s': round(done - begin, 3),
         },
+        # where the start went, from the unit's journal (_startup_log): imports, weight load, CUDA graphs, warm-up
+        'startup': state.get('startup') or {},
+        # how the server was stopped: the load and its source, the signals, a drain and what it cut
+        'stop': dict((k, stop[k]) for k in ('how', 'load', 'drain', 'signals', 'signal_epoch', 'stop_s', 'msg')
+                     if k in stop),
         'release': {'killed': release.get('killed', []), 'timings': release.get('timings', {}),
-                    'kill_to_pass_s': release.get('kill_to_pass_s')},
+                    'kill_to_pass_s': release.get('kill_to_pass_s'),
+                    'gate_passed_epoch': release.get('gate_passed_epoch')},
         # the gate's figures without its raw nvidia-smi text
         'gate': dict((k, v) for k, v in (release.get('gate') or {}).items() if k != 'raw'),
         'ready': facts['ready'],

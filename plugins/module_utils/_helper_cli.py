@@ -38,9 +38,19 @@
       listens on the port L seconds after the server's main process started. Called once a minute by a retry loop,
       so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet, 4 the unit is not running,
       5 not listening after L s.
-  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH]
+  gpuserve-sglang stop --port P [--host H] [--unit U] [--drain-timeout S] [--no-drain REASON]
+      The lifecycle's stop (_helper_stop says why SGLang's own is slow): the load from GET /v1/loads; nothing in
+      flight or nothing listening: SIGKILL to the unit's control group at once; requests in flight: SIGTERM to
+      the main process, drained until idle or S seconds, then SIGKILL, saying how many it cut; the load unreadable:
+      `systemctl stop`. --no-drain: SIGKILL at once (a multi-node rank >= 1 node). Then reset-failed. Exit 0
+      stopped (or not running), 1 not stopped.
+  gpuserve-sglang start [--unit U]
+      The lifecycle's start: daemon-reload only when systemd needs it, then `systemctl start` (the unit's gate
+      runs first). Exit 0 started, 1 not.
+  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--startup]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
-      (the same checksum Ansible's stat returns), the manifest, the unit's state.
+      (the same checksum Ansible's stat returns), the manifest, the unit's state; with --startup, where the
+      unit's last start went (its journal read by _startup_log: imports, weight load, CUDA graphs, warm-up).
   gpuserve-sglang driver [--nvidia-smi PATH] [--timeout S]
       The NVIDIA driver version every GPU in this container reports, for the manifest: the collection's own
       nvidia-smi query and parser (_nvidia_smi, in this package), under coreutils timeout. {"driver_version"}.
@@ -75,14 +85,16 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_gate impor
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_lock import cmd_lock
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_ready import cmd_wait_ready
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import cmd_source, cmd_state
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_stop import cmd_start, cmd_stop
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_validate import cmd_validate_args
 from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script import source
 
 # Every module_utils file the installed helper imports (the closure of this file's imports), installed as they are.
 PACKAGE = (
     "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py", "_helper_env.py",
-    "_helper_ready.py", "_helper_state.py", "_helper_run.py",
-    "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_install_fingerprint.py",
+    "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
+    "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_startup_log.py",
+    "_install_fingerprint.py",
     "_fingerprint_probe.py", "_python_script.py", "_speculative.py",
 )
 # Where under the lib folder the files go: their import name (ansible_collections.gpuserve.sglang.plugins.module_utils).
@@ -129,6 +141,8 @@ COMMANDS = {
     "source": cmd_source,
     "wait-ready": cmd_wait_ready,
     "state": cmd_state,
+    "stop": cmd_stop,
+    "start": cmd_start,
 }
 
 

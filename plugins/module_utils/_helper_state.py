@@ -6,7 +6,8 @@ the deployed server in one call (the tree, the files' checksums, the manifest, t
 Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. The tree is
 read by the collection's one reader, _git_tree (sglang_install sends the same file ahead of its state script);
-_helper_validate takes _git_source from here.
+_helper_validate takes _git_source from here. With --startup, the last start's phases from the unit's journal
+(_startup_log, the one reader of SGLang's startup log), for the manifest.
 """
 import argparse
 import hashlib
@@ -14,8 +15,12 @@ import json
 import os
 import sys
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _startup_log
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import properties, run
+
+# The journal lines read for the last start: SGLang logs a few hundred lines to "fired up" at tp 1 (2026-12-03, H200),
+# more with a progress bar per TP rank; the last start is the last exec line among them.
+JOURNAL_LINES = 20000
 
 # A program run without Ansible (systemd, the role's command tasks, an operator): it prints its JSON, with no
 # AnsibleModule to log through; its commands go through _helper_run.
@@ -37,6 +42,15 @@ def _git_source(src):
     return _git_tree.parse_status(git.rc, git.out, git.err)
 
 
+def startup(unit):
+    """The unit's last start, phase by phase (_startup_log.phases), from its journal; {error} when unreadable."""
+    res = run(["journalctl", "--unit", unit, "--output", "short-iso-precise", "--no-pager", "--lines",
+               str(JOURNAL_LINES)], timeout=30)
+    if res.rc != 0:
+        return {"error": "journalctl failed (rc %s): %s" % (res.rc, (res.err or res.out).strip()[:300])}
+    return _startup_log.phases(res.out.splitlines())
+
+
 def cmd_source():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang source")
     parser.add_argument("--src", required=True)
@@ -53,6 +67,7 @@ def cmd_state():
     parser.add_argument("--file", action="append", default=[])
     parser.add_argument("--manifest")
     parser.add_argument("--python")
+    parser.add_argument("--startup", action="store_true")
     opts = parser.parse_args(sys.argv[2:])
     result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "python_exists": None}
 
@@ -74,5 +89,7 @@ def cmd_state():
                                 "UnitFileState", "LoadState")
     if opts.python:
         result["python_exists"] = os.access(opts.python, os.X_OK)
+    if opts.startup:
+        result["startup"] = startup(opts.unit)
     print(json.dumps(result))
     return 0

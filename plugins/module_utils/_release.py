@@ -2,13 +2,16 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_release: stop what holds the GPUs inside one target, sparing what must live, then prove memory is free.
 
-Private to this collection. Phases: SIGTERM to server processes, grace, SIGKILL to survivors' process groups
-and to zombies' parents, SIGKILL to what still holds a device node, then the gate (_gate.run_gate, the same
-code gpu_memory_gate runs). Every command runs through one Runner, so a `pct exec` target can never reach
-another container's processes.
+Private to this collection. Phases: the server's own stop (stop_command, optional), SIGTERM to server processes,
+grace, SIGKILL to survivors' process groups and to zombies' parents, SIGKILL to what still holds a device node, then
+the gate (_gate.run_gate, the same code gpu_memory_gate runs), then the server's start (start_command, optional,
+only once the gate passed). Every command runs through one Runner, so a `pct exec` target can never reach another
+container's processes. The two commands make a restart one call on the PVE host instead of three round trips
+(the sglang_server lifecycle of one node: docs/server.md).
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -32,6 +35,9 @@ RELEASE_ARGS = dict(
     grace_poll_interval=dict(type='float', default=0.05),
     device_globs=dict(type='list', elements='str', default=['/dev/nvidia*']),
     kill_device_holders=dict(type='bool', default=True),
+    stop_command=dict(type='list', elements='str', default=[]),
+    start_command=dict(type='list', elements='str', default=[]),
+    hook_timeout=dict(type='float', default=600.0),
     gate=dict(type='dict', apply_defaults=True, options=GATE_OPTIONS, required_if=TARGET_REQUIRED_IF),
 )
 
@@ -143,6 +149,22 @@ class Release:
         self.skip(skipped)
         self.send('KILL', killable, 'holds ' + ' '.join(self.device_paths))
 
+    def hook(self, key):
+        """Runs stop_command or start_command in the target: {rc, answer (its stdout as JSON, else None), stdout,
+        stderr}; a non-zero exit fails the release with what the command said."""
+        res = self.runner.run(self.params[key], timeout=self.params['hook_timeout'])
+        try:
+            answer = json.loads(res.out)
+        except ValueError:
+            answer = None
+        out = dict(rc=res.rc, answer=answer, stdout=res.out[-2000:], stderr=res.err[-2000:])
+        if res.rc != 0:
+            said = answer.get('error') or answer.get('msg') if isinstance(answer, dict) else None
+            raise ReleaseError('%s in %s failed (rc %s%s): %s' % (
+                key, self.runner.where, res.rc, ', timed out' if res.timed_out else '',
+                said or (res.err or res.out).strip()[-1000:]), {key[:-len('_command')]: out})
+        return out
+
     def gate(self):
         params = self.params['gate']
         if not params['enabled']:
@@ -159,7 +181,7 @@ class Release:
     def run(self):
         timings = {}
         result = dict(changed=False, killed=self.killed, skipped_protected=[], device_paths=[], gate=None,
-                      timings=timings, kill_to_pass_s=None, target=self.runner.where)
+                      timings=timings, kill_to_pass_s=None, gate_passed_epoch=None, target=self.runner.where)
         mark = self.clock()
 
         def phase(name):
@@ -169,6 +191,9 @@ class Release:
             mark = now
 
         try:
+            if self.params['stop_command']:
+                result['stop'] = dict(skipped='check mode') if self.check else self.hook('stop_command')
+                phase('stop_s')
             try:
                 table = self.ps()
                 never = self.policy.never(table)
@@ -189,16 +214,23 @@ class Release:
                 raise ReleaseError(str(exc)) from None
             gate = result['gate'] = self.gate()
             phase('gate_s')
+            result['gate_passed_epoch'] = self.wall() if gate and gate['passed'] else None
             if gate and gate['passed'] and self.first_signal is not None:
                 result['kill_to_pass_s'] = round(self.clock() - self.first_signal, 4)
+            if self.params['start_command']:
+                result['start'] = dict(skipped='check mode') if self.check else self.hook('start_command')
+                phase('start_s')
         except ReleaseError as exc:
-            if exc.result is not None:  # the gate's own result
+            if exc.result is not None and set(exc.result) <= {'stop', 'start'}:  # a command's own answer
+                result.update(exc.result)
+            elif exc.result is not None:  # the gate's own result
                 result['gate'] = exc.result
             raise ReleaseError(exc.msg, self.finish(result)) from None
         return self.finish(result)
 
     def finish(self, result):
-        result.update(changed=bool(self.killed), skipped_protected=list(self.skipped.values()),
+        ran = any('rc' in (result.get(key) or {}) for key in ('stop', 'start'))  # a command that ran changed things
+        result.update(changed=bool(self.killed) or ran, skipped_protected=list(self.skipped.values()),
                       device_paths=self.device_paths, signal_epoch=self.signal_epoch)
         if self.module._diff:
             result['diff'] = dict(before=''.join('%(pid)d %(cmdline)s\n' % k for k in self.killed), after='')

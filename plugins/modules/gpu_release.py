@@ -10,17 +10,19 @@ version_added: 0.1.0
 description:
   - Inside one target (this host, a Proxmox VE container through C(pct exec), or an LXC container through
     C(lxc-attach)), and only there, it
+  - 0. runs O(stop_command), the server's own stop, when given;
   - 1. sends SIGTERM to processes whose command line matches O(server_patterns);
   - 2. waits up to O(grace) seconds for them to exit;
   - 3. sends SIGKILL to the process groups of survivors (to the survivor alone when its group holds a process
     that must not be killed) and to the parent of a server process left as a zombie;
   - 4. lists what still holds a device node matching O(device_globs) (globs expanded from a directory listing,
     then C(fuser PATH...)) and sends those processes SIGKILL, by PID;
-  - 5. runs the same gate as M(gpuserve.sglang.gpu_memory_gate), configured by O(gate).
+  - 5. runs the same gate as M(gpuserve.sglang.gpu_memory_gate), configured by O(gate);
+  - 6. runs O(start_command), the server's start, when given and the gate passed.
   - Never signals PID 1, the module itself or its ancestors, its own helper processes, O(exclude_pids), or a
     process matching O(protected_patterns) or O(extra_protected_patterns). C(fuser -k /dev/nvidia*) would kill
     monitoring daemons too; this module lists them under RV(skipped_protected) instead.
-  - Reports a change only when it killed something.
+  - Reports a change only when it killed something or ran O(stop_command) or O(start_command).
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
   - gpuserve.sglang._target
@@ -31,6 +33,7 @@ attributes:
     details:
       - Lists in RV(killed) what would be signalled (server processes with V(TERM), device holders with
         V(KILL)) and signals nothing. The gate reads once; memory still in use is reported, not a failure.
+        O(stop_command) and O(start_command) do not run.
   diff_mode:
     support: full
     details: The diff's C(before) lists the killed processes, one C(PID cmdline) a line; C(after) is empty.
@@ -94,6 +97,31 @@ options:
       - Whether to kill what still holds a O(device_globs) node (step 4). V(false) skips that step.
     type: bool
     default: true
+  stop_command:
+    description:
+      - An argv run in the target before anything is signalled, e.g. C(gpuserve-sglang stop), which ends an
+        idle SGLang server at once and drains a busy one (docs/server.md). A non-zero exit fails the module and
+        nothing is released. Its answer is RV(stop).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  start_command:
+    description:
+      - An argv run in the target once the gate passed, e.g. C(gpuserve-sglang start). Nothing runs when the
+        gate fails. A non-zero exit fails the module. Its answer is RV(start).
+      - With O(stop_command), a restart is one call of this module instead of three tasks.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  hook_timeout:
+    description:
+      - Seconds O(stop_command) and O(start_command) may each run (O(command_timeout) bounds the other
+        commands); past it coreutils C(timeout) stops the command and the module fails.
+    type: float
+    default: 600
+    version_added: 0.2.0
 seealso:
   - module: gpuserve.sglang.gpu_memory_gate
 author:
@@ -186,7 +214,35 @@ timings:
     gate_s:
       description: The gate.
       type: float
-  sample: {term_s: 0.21, kill_s: 0.0, holders_s: 0.02, gate_s: 0.03}
+    stop_s:
+      description: O(stop_command), when given.
+      type: float
+    start_s:
+      description: O(start_command), when given.
+      type: float
+  sample: {stop_s: 0.31, term_s: 0.21, kill_s: 0.0, holders_s: 0.02, gate_s: 0.03, start_s: 0.4}
+stop:
+  description: What O(stop_command) did; in check mode only C(skipped) (V(check mode)).
+  returned: when O(stop_command) is given
+  type: dict
+  contains:
+    rc:
+      description: Its exit status.
+      type: int
+    answer:
+      description: Its standard output read as JSON; V(null) when it is not.
+      type: raw
+    stdout:
+      description: Its standard output (the last 2000 characters).
+      type: str
+    stderr:
+      description: Its standard error (the last 2000 characters).
+      type: str
+  sample: {rc: 0, answer: {how: idle, stop_s: 0.08}, stdout: '{"how": "idle", "stop_s": 0.08}', stderr: ''}
+start:
+  description: What O(start_command) did, as RV(stop); absent when the gate failed.
+  returned: when O(start_command) is given and the gate passed
+  type: dict
 kill_to_pass_s:
   description: Seconds from the first signal sent to the gate passing; V(null) when nothing was signalled or
     the gate did not run.
@@ -200,6 +256,13 @@ signal_epoch:
   returned: always
   type: float
   sample: 1796069123.4567
+gate_passed_epoch:
+  description: Wall-clock time (this host's clock) when the gate passed; V(null) when it did not run or pass. With
+    RV(signal_epoch), or the stop's own, an outside observer of GPU memory puts the pass on its time line.
+  returned: always
+  type: float
+  sample: 1796069123.7
+  version_added: 0.2.0
 target:
   description: Where the processes were handled, e.g. V(CT 101) or V(this host).
   returned: always

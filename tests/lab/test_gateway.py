@@ -69,7 +69,8 @@ def gateway_lab(lab_up, tmp_path_factory):
     procs = []
     with gateway_container():
         try:
-            env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="40")
+            env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="40",
+                       GPUSIM_WATCHDOG_S="0.1")
             for port in PORTS:
                 procs.append(subprocess.Popen(
                     [sys.executable, STANDIN, "--model-path", "sim/Qwen-sim", "--tp-size", "1", "--host", HOST_IP,

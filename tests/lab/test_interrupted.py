@@ -8,7 +8,7 @@ playbooks/deploy_eagle3.yml runs.
 Asserted after each: the deploy passed; the unit runs the process the manifest verified; every JSON state file
 (manifest, history) parses and the last-good copies match the live config; the lock is free.
 GPUSERVE_FAULTS_REPORT=PATH appends one JSON line per case (point, the interrupted run's end, the next run's
-result and time to serving), the table in docs/server.md. Needs a deployed lab (scripts/deploy).
+result and time to serving). Needs a deployed lab (scripts/deploy).
 """
 import json
 import os
@@ -32,8 +32,8 @@ LAB_SSHD_PORT = lanes.ssh_port(NODE)  # the lane's "PVE host": its own sshd (tes
 # point, the task whose banner marks it, seconds after the banner, how to interrupt: every one runs in CI (lane
 # faults, tests/lab/lanes.py).
 CASES = [pytest.param(*case, id=case[0]) for case in [
-    ("after the stop", "Lifecycle | note the stop", 0.0, "kill"),
-    ("after the release and gate", "Lifecycle | start the unit", 0.0, "kill"),
+    # one node: the stop, the release and gate and the start are one call on the PVE host
+    ("in the call that stops, releases and starts", "Lifecycle | release the GPUs", 0.3, "kill"),
     ("after the start, before readiness", "Lifecycle | wait for /health_generate", 0.3, "kill"),
     ("while writing the manifest", "Lifecycle | write the deployment manifest", 0.2, "kill"),
     ("SSH cut once during the readiness wait", "Lifecycle | wait for /health_generate", 0.5, "cut"),

@@ -181,6 +181,7 @@ def test_sglang_standin_spawns_ranks_that_hold_gpus_and_serves_the_api():
     # SGLang's setproctitle does (GPUSIM_MIB and NCCL_PROTO below are read there)
     server = subprocess.Popen(["/usr/sbin/pct", "exec", VMID, "--", "env", "GPUSIM_WARMUP_S=2",
                                "GPUSIM_TOKENS_PER_S=400", "GPUSIM_MIB=1000", "NCCL_PROTO=LL", "SPT_NOENV=1",
+                               "GPUSIM_WATCHDOG_S=0.1",
                                "python3", "/opt/gpuserve-lab/sglang_standin.py", "--model-path", "/models/x",
                                "--tp-size", "2", "--port", port, "--speculative-algorithm", "EAGLE3",
                                "--speculative-num-steps", "3", "--unknown-flag", "1"],

@@ -35,7 +35,8 @@ def standin(tmp_path):
     for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
         (dev / name).write_bytes(b"")
     port = free_port()
-    env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="20")
+    env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="20",
+               GPUSIM_WATCHDOG_S="0.1")
     proc = subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--tp-size", "1", "--host",
                              "127.0.0.1", "--port", str(port), "--max-running-requests", "16"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -41,7 +41,8 @@ def standin(tmp_path):
 
     def start(*args):
         port = free_port()
-        env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000")
+        env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000",
+                   GPUSIM_WATCHDOG_S="0.1")
         procs.append(subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--host", "127.0.0.1",
                                        "--port", str(port)] + list(args), env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True))

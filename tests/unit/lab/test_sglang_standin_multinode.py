@@ -102,7 +102,7 @@ def cluster(tmp_path):
     dev.mkdir()
     for name in ("nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm"):
         (dev / name).write_bytes(b"")
-    env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2")
+    env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_WATCHDOG_S="0.1")
     env.pop("GPUSIM_ORPHAN_WORKERS", None)
     dist_port = free_port()
     nodes = []

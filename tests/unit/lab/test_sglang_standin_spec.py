@@ -35,7 +35,8 @@ def served(tmp_path, *argv):
         (dev / name).write_bytes(b"")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSIM_")}
-    env.update(GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.1", GPUSIM_TOKENS_PER_S="4000", GPUSIM_NOISE="0")
+    env.update(GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.1", GPUSIM_TOKENS_PER_S="4000", GPUSIM_NOISE="0",
+               GPUSIM_WATCHDOG_S="0.1")
     proc = subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--host", "127.0.0.1", "--port",
                              str(port), "--speculative-num-steps", "3"] + list(argv), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

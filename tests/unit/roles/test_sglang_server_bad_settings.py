@@ -8,8 +8,8 @@ A stub container is a directory holding what the role reads and writes (every pa
 a running process standing for the server, a fake `systemctl` (the unit is that process: `stop` kills it), a fake
 `pct` that refuses, and a venv whose python has a small SGLang on its path (SGLang 0.5.23's seams, as in
 test_gpuserve_sglang_validate_args.py). A control host with good settings that differ from the deployed ones shows the
-stub would see a change: its args file is rewritten and its server stopped (the stop then fails on purpose, before
-anything else runs).
+stub would see a change: its args file is rewritten and its server stopped (nothing listens on its port, so the
+lifecycle's stop SIGKILLs it; the GPU release after it then fails on the fake `pct`).
 """
 import json
 import os
@@ -32,13 +32,15 @@ for a in "$@"; do case "$a" in stub-*.service) unit="$a";; esac; done
 [ -n "$unit" ] || exit 0
 dir="$STUBS/$(echo "$unit" | sed 's/^stub-//; s/\.service$//')"
 pid=$(cat "$dir/server.pid")
-if kill -0 "$pid" 2>/dev/null; then state=active; else state=inactive; pid=0; fi
+# a killed server is a zombie until the test reaps it: dead all the same
+if kill -0 "$pid" 2>/dev/null && ! grep -q ') Z ' "/proc/$pid/stat" 2>/dev/null; then state=active; else state=inactive; pid=0; fi
 echo "$*" >> "$dir/systemctl.log"
 case "$1" in
   show) printf 'ActiveState=%s\nSubState=running\nMainPID=%s\nActiveEnterTimestamp=\nUnitFileState=enabled\n' "$state" "$pid"
         printf 'LoadState=loaded\nId=%s\nExecMainStartTimestampMonotonic=0\n' "$unit";;
   is-active) echo "$state"; [ "$state" = active ];;
   stop) kill "$pid" 2>/dev/null; echo "stub: stop refused after the kill, on purpose" >&2; exit 1;;
+  kill) case "$*" in *--signal=SIGKILL*) kill -9 "$pid" 2>/dev/null;; esac;;
   *) exit 0;;
 esac
 '''
@@ -151,8 +153,8 @@ def stubs(tmp_path_factory, collections_path):
             "sglang_server_manifest_dir": str(stub / "var/lib/gpuserve"),
             "sglang_server_args_check_record": str(stub / "var/cache/gpuserve/sglang-args-check.json"),
             "sglang_server_check_model": False, "sglang_server_args": dict(MODEL),
-            "sglang_server_stop_timeout": 5, "sglang_server_release_grace": 1, "sglang_server_gate_timeout": 1,
-            "sglang_server_ready_timeout": 10, "sglang_server_listen_timeout": 5, "sglang_server_lock_ttl": 60,
+            "sglang_server_stop_drain_timeout": 1, "sglang_server_release_grace": 1, "sglang_server_gate_timeout": 1,
+            "sglang_server_ready_timeout": 10, "sglang_server_listen_timeout": 5, "sglang_server_lock_ttl": 120,
             # the stubs have no GPUs to read health from (the health stage: test_gate.py, lab test_gpu_health)
             "sglang_server_gate_health_enabled": False,
             "stub_root": str(stub),
@@ -266,9 +268,9 @@ def test_the_control_host_with_good_settings_goes_on_to_write_and_stop(stubs):
     report, servers, before = stubs
     stub, server = servers["control"]
     task, msg = failure(report, "control")
-    assert "stop the unit" in task, (task, msg)
+    assert "release the GPUs" in task, (task, msg)
     assert server.poll() is not None  # stopped
-    assert "stop stub-control.service" in " ".join(systemctl_calls(stub))
+    assert "kill --kill-who=all --signal=SIGKILL stub-control.service" in systemctl_calls(stub)
     after = snapshot(stub)
     assert after["etc/gpuserve/sglang.args"] != before["control"]["etc/gpuserve/sglang.args"]
     assert after["etc/gpuserve/nccl.env"] == before["control"]["etc/gpuserve/nccl.env"]

@@ -72,14 +72,32 @@ def test_the_units_gate_timeout_defaults_to_the_lifecycles(tmp_path):
 def test_it_starts_at_boot_and_never_restarts_itself(default_unit):
     assert lines_of(default_unit, "WantedBy") == ["multi-user.target"]
     assert lines_of(default_unit, "Restart") == ["no"]
-    assert lines_of(default_unit, "KillMode") == ["control-group"]
+
+
+def test_a_stop_by_hand_lets_sglang_drain_with_its_schedulers_alive(default_unit):
+    # control-group SIGTERMed SGLang's schedulers at once (they install no handler): requests in flight failed
+    assert lines_of(default_unit, "KillMode") == ["mixed"] and lines_of(default_unit, "KillSignal") == ["SIGTERM"]
+
+
+def test_the_stop_timeout_covers_sglangs_shutdown_after_the_drain(default_unit, tmp_path):
+    # SGLang's 5 s watchdog poll + the drain bound (30 s) + 15 s for its schedulers + 60 s to reap them
+    assert lines_of(default_unit, "TimeoutStopSec") == ["110"]
+    assert lines_of(render(tmp_path, sglang_server_stop_drain_timeout=0), "TimeoutStopSec") == ["80"]
+
+
+def test_sglangs_compile_caches_are_in_a_folder_the_unit_keeps(default_unit):
+    # SGLang 0.5.23 points Triton, Inductor, CUDA's and FlashInfer's caches under SGLANG_CACHE_DIR (sglang/__init__.py,
+    # srt/environ.py third_party_cache_defaults); its own JIT kernels go to SGLANG_JIT_CACHE_DIR, else ~/.cache
+    assert lines_of(default_unit, "CacheDirectory") == ["gpuserve/sglang"]
+    assert ("SGLANG_CACHE_DIR=/var/cache/gpuserve/sglang SGLANG_JIT_CACHE_DIR=/var/cache/gpuserve/sglang/jit"
+            in lines_of(default_unit, "Environment"))
 
 
 def test_the_venvs_bin_comes_first_on_the_servers_path(default_unit, tmp_path):
     # SGLang 0.5.23 JIT-builds its RoPE kernel with the venv's `ninja` at the first CUDA graph capture; on the real
     # H200 (2026-12-03) the server died under systemd's PATH with "No such file or directory: 'ninja'".
-    assert lines_of(default_unit, "Environment") == [
-        "PATH=/opt/sglang/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SPT_NOENV=1"]
+    assert lines_of(default_unit, "Environment")[0] == (
+        "PATH=/opt/sglang/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     unit = render(tmp_path, sglang_server_venv="/srv/venv")
     assert lines_of(unit, "Environment")[0].startswith("PATH=/srv/venv/bin:")
 

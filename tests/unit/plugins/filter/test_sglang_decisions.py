@@ -288,14 +288,20 @@ def test_the_state_call_read():
         "helper_ok": True, "commit": "c" * 40, "dirty": True, "changes": ["x%d" % i for i in range(20)],
         "git_error": "", "active": True, "active_state": "active", "enabled": True, "main_pid": 4242, "since": "then",
         "args_sha1": "a1", "unit_sha1": "u1", "env_sha1": "e1", "env_file_exists": True, "python_exists": True,
-        "manifest": MANIFEST}
+        "manifest": MANIFEST, "startup": {}}
+
+
+def test_the_state_call_passes_where_the_start_went():
+    startup = {"phases": [{"phase": "imports", "s": 13.8, "from": "exec"}], "total_s": 13.8}
+    got = sd.state({"rc": 0, "stdout": json.dumps(dict(READ, startup=startup))}, PATHS)
+    assert got["startup"] == startup
 
 
 def test_a_helper_not_installed_yet_reads_as_nothing_deployed():
     assert sd.state({"rc": 2, "stdout": json.dumps(READ)}, PATHS, {"commit": "p" * 40, "dirty": False}) == {
         "helper_ok": False, "commit": "p" * 40, "dirty": False, "changes": [], "git_error": "", "active": False,
         "active_state": "unknown", "enabled": False, "main_pid": 0, "since": "", "args_sha1": "", "unit_sha1": "",
-        "env_sha1": "", "env_file_exists": False, "python_exists": False, "manifest": {}}
+        "env_sha1": "", "env_file_exists": False, "python_exists": False, "manifest": {}, "startup": {}}
     assert sd.state({"rc": 2}, PATHS)["commit"] == "unknown"
 
 
@@ -619,7 +625,7 @@ def test_the_nodes_of_a_replica_launch_the_same_server():
                    % json.dumps(dict(args, tp_size=24), sort_keys=True)]
 
 
-BOUNDS = dict(listen_timeout=1800, ready_timeout=1800, lock_ttl=6000, stop_timeout=300, release_grace=15,
+BOUNDS = dict(listen_timeout=1800, ready_timeout=1800, lock_ttl=6000, stop_drain_timeout=30, release_grace=15,
               gate_timeout=120, unit_gate_timeout=120, nnodes=1, dist_init_port=20000, port=30000)
 
 
@@ -635,12 +641,21 @@ def test_the_port_wait_fits_in_the_readiness_wait():
 
 
 def test_the_lock_outlasts_one_lifecycle():
-    assert sd.bound_problems(dict(BOUNDS, lock_ttl=2354, release_grace=14.5)) == [
-        "sglang_server_lock_ttl (2354 s) is shorter than one restart can take (2355 s: sglang_server_stop_timeout + "
-        "sglang_server_release_grace + sglang_server_gate_timeout + sglang_server_unit_gate_timeout + "
-        "sglang_server_ready_timeout), so the lock could end while this run still restarts the server and let another "
-        "run in. Raise it, or leave it unset (its default is twice that plus 1200 s)."]
-    assert sd.bound_problems(dict(BOUNDS, lock_ttl=2355, release_grace=14.5)) == []
+    # the unit's stop timeout (30 + 80) + 14.5 + 120 + 120 + 1800, rounded up
+    assert sd.bound_problems(dict(BOUNDS, lock_ttl=2164, release_grace=14.5)) == [
+        "sglang_server_lock_ttl (2164 s) is shorter than one restart can take (2165 s: the unit's stop timeout, "
+        "sglang_server_stop_drain_timeout + 80 s, + sglang_server_release_grace + sglang_server_gate_timeout + "
+        "sglang_server_unit_gate_timeout + sglang_server_ready_timeout), so the lock could end while this run still "
+        "restarts the server and let another run in. Raise it, or leave it unset (its default is twice that plus "
+        "1200 s)."]
+    assert sd.bound_problems(dict(BOUNDS, lock_ttl=2165, release_grace=14.5)) == []
+
+
+def test_the_units_stop_timeout_covers_sglangs_own_shutdown_after_the_drain():
+    # SGLang's watchdog poll 5 s + the drain + 15 s for the schedulers + 60 s reap (tokenizer_manager.sigterm_watchdog)
+    assert sd.unit_stop_timeout(30) == 110
+    assert sd.unit_stop_timeout("0") == 80
+    assert sd.unit_stop_timeout(2.5) == 83
 
 
 def test_a_multinode_rank_0_needs_two_ports():
@@ -655,5 +670,6 @@ def test_the_filters():
     assert sorted(sd.FilterModule().filters()) == sorted([
         "sglang_drift", "sglang_reasons", "sglang_decision", "sglang_verification", "sglang_state", "sglang_failure", "sglang_listen", "sglang_peer_reasons",
         "sglang_replica_behind", "sglang_replica_rolls_back", "sglang_validation",
-        "sglang_launch_problems", "sglang_bound_problems", "sglang_gate_selector", "sglang_gate_count"])
+        "sglang_launch_problems", "sglang_bound_problems", "sglang_gate_selector", "sglang_gate_count",
+        "sglang_unit_stop_timeout"])
     assert sd.FilterModule().filters()["sglang_drift"] is sd.drift

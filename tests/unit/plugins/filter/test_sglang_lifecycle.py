@@ -11,11 +11,16 @@ from ansible_collections.gpuserve.sglang.plugins.filter import sglang_lifecycle 
 
 STATE = dict(helper_ok=True, commit="c" * 40, dirty=False, changes=[], git_error="", active=True, active_state="active",
              enabled=True, main_pid=4242, since="Fri 2026-12-04 13:09:25 UTC", args_sha1="a1", unit_sha1="u1",
-             env_sha1="e1", env_file_exists=True, python_exists=True, manifest={})
+             env_sha1="e1", env_file_exists=True, python_exists=True, manifest={},
+             startup=dict(phases=[dict(phase="imports", s=13.836, **{"from": "exec"})], total_s=39.8))
 GATE = dict(backend="nvidia-smi", passed=True, polls=1, elapsed_s=0.0573, raw="0, GPU-..., 0, 143771\n", gpus=[])
 RELEASE = dict(changed=True, killed=[dict(pid=230, signal="TERM")], timings=dict(term_s=0.5), kill_to_pass_s=0.7,
                gate=GATE, failed=False)
 READY = dict(ready=True, unit="active", phase="HTTP 200", status=200, waited_s=0.0)
+STOP = dict(unit="sglang.service", unit_before="active", main_pid=4000, how="idle", unit_after="inactive",
+            load=dict(in_flight=0, running=0, waiting=0, source="GET http://127.0.0.1:30000/v1/loads?include=core"),
+            signals=[dict(at_s=0.05, signal="SIGKILL", to="control group", error=None)], stop_s=0.08, elapsed_s=0.13,
+            msg="sglang.service: nothing in flight (...): SIGKILL to the control group (stopped in 0.08 s)")
 
 
 def facts(**kw):
@@ -25,9 +30,9 @@ def facts(**kw):
                validation=dict(ok=True, argv=["--tp-size", "8"], sglang_version="0.5.23"),
                env_proof=dict(ok=True, processes=[{}, {}, {}], schedulers=2, control_group="/system.slice/sglang.service"),
                driver=dict(driver_version="580.159.04"),
-               times=dict(begin=1000.0, begin_iso="2026-12-04T13:09:16.949389", stopped=1005.5, started=1008.25,
-                          ready=1011.5),
-               done=1022.2055, release=RELEASE, ready=READY,
+               times=dict(begin=1000.0, begin_iso="2026-12-04T13:09:16.949389", stopping=1005.0, stopped=1005.5,
+                          started=1008.25, ready=1011.5),
+               done=1022.2055, release=RELEASE, ready=READY, stop=STOP,
                generation=dict(text="Paris is the capital of France.", meta_info=dict(completion_tokens=8)),
                replica=dict(name="ct101", nnodes=1, nodes=[dict(host="ct101", rank=0)]), node_rank="0",
                through="ct101")
@@ -48,9 +53,12 @@ def test_the_manifest_records_every_fact_of_the_verified_start():
         "files": {"args_sha1": "a1", "unit_sha1": "u1", "env_sha1": "e1"},
         "driver": "580.159.04",
         "times": {"begin": "2026-12-04T13:09:16.949389", "done": "1970-01-01T00:17:02.205500",
-                  "started_epoch": 1008.25, "validate_and_stop_s": 5.5, "release_and_gate_s": 2.75,
-                  "start_to_ready_s": 3.25, "total_s": 22.206},
-        "release": {"killed": [{"pid": 230, "signal": "TERM"}], "timings": {"term_s": 0.5}, "kill_to_pass_s": 0.7},
+                  "started_epoch": 1008.25, "validate_and_stop_s": 5.5, "stop_s": 0.5, "release_and_gate_s": 2.75,
+                  "start_to_ready_s": 3.25, "downtime_s": 6.5, "total_s": 22.206},
+        "startup": STATE["startup"],
+        "stop": {"how": "idle", "load": STOP["load"], "signals": STOP["signals"], "stop_s": 0.08, "msg": STOP["msg"]},
+        "release": {"killed": [{"pid": 230, "signal": "TERM"}], "timings": {"term_s": 0.5}, "kill_to_pass_s": 0.7,
+                    "gate_passed_epoch": None},
         "gate": {"backend": "nvidia-smi", "passed": True, "polls": 1, "elapsed_s": 0.0573, "gpus": []},
         "ready": READY,
         "generation": {"text": "Paris is the capital of France.", "meta": {"completion_tokens": 8}},
@@ -59,16 +67,25 @@ def test_the_manifest_records_every_fact_of_the_verified_start():
     json.dumps(m)  # what to_nice_json writes
 
 
+def test_one_nodes_stop_is_its_share_of_the_release_call():
+    times = dict(begin=1000.0, begin_iso="x", stopping=1005.0, started=1008.25, ready=1011.5)
+    release = dict(RELEASE, timings=dict(stop_s=0.25, term_s=0.5, gate_s=0.1, start_s=0.2))
+    got = sl.manifest(facts(times=times, release=release))["times"]
+    assert (got["stop_s"], got["validate_and_stop_s"], got["release_and_gate_s"], got["downtime_s"]) == (
+        0.25, 5.25, 3.0, 6.5)
+
+
 def test_times_take_epochs_as_text_too():
-    times = dict(begin="1000.0", begin_iso="x", stopped="1005.5", started="1008.25", ready="1011.5")
+    times = dict(begin="1000.0", begin_iso="x", stopping="1005", stopped="1005.5", started="1008.25", ready="1011.5")
     assert sl.manifest(facts(times=times, done="1022.2055"))["times"]["total_s"] == 22.206
 
 
 def test_the_defaults_of_an_older_caller():
-    m = sl.manifest(facts(phase=None, run=None, reasons=None, release={}, generation={}))
+    m = sl.manifest(facts(phase=None, run=None, reasons=None, release={}, generation={}, stop=None))
     assert m["phase"] == "deploy" and m["run"] == {} and m["reasons"] == ["restart requested"]
-    assert m["release"] == {"killed": [], "timings": {}, "kill_to_pass_s": None} and m["gate"] == {}
-    assert m["generation"] == {"text": "", "meta": {}}
+    assert m["release"] == {"killed": [], "timings": {}, "kill_to_pass_s": None, "gate_passed_epoch": None}
+    assert m["gate"] == {}
+    assert m["generation"] == {"text": "", "meta": {}} and m["stop"] == {}
 
 
 def test_a_multi_node_manifest_names_its_nodes_by_rank_and_rank_0_as_its_way_in():

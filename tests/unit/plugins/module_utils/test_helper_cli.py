@@ -20,10 +20,10 @@ from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
 
 # ---------------------------------------------------------------------------------------------------- main / usage
 
-USAGE = "usage: gpuserve-sglang {exec,gate,driver,lock,validate-args,env-proof,worker-env,source,wait-ready,state} ...\n"
+USAGE = "usage: gpuserve-sglang {exec,gate,driver,lock,validate-args,env-proof,worker-env,source,wait-ready,state,stop,start} ...\n"
 
 
-@pytest.mark.parametrize("argv", [[], ["start"], ["EXEC"]])
+@pytest.mark.parametrize("argv", [[], ["restart"], ["EXEC"]])
 def test_main_prints_the_usage_for_no_or_an_unknown_subcommand(monkeypatch, capsys, argv):
     assert run_main(monkeypatch, capsys, *argv) == (64, "", USAGE)
 
@@ -98,9 +98,9 @@ def test_files_are_read_as_utf8_whatever_the_locale(monkeypatch, capsys, tmp_pat
 def test_the_package_is_the_helper_files_and_the_collection_code_they_run():
     assert _helper_cli.PACKAGE == (
         "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py",
-        "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_run.py",
-        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_install_fingerprint.py",
-        "_fingerprint_probe.py", "_python_script.py", "_speculative.py")
+        "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
+        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_startup_log.py",
+        "_install_fingerprint.py", "_fingerprint_probe.py", "_python_script.py", "_speculative.py")
     assert _helper_cli.PACKAGE_DIR == "ansible_collections/gpuserve/sglang/plugins/module_utils"
 
 

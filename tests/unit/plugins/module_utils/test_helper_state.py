@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _helper_state
 from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
-    completed, fake_commands, install, run_json, run_kwargs)
+    ROOT, completed, fake_commands, install, run_json, run_kwargs)
 from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 SHOW = ("ActiveState=active\nSubState=running\nMainPID=4242\nActiveEnterTimestamp=Mon 2026-11-30 10:00:00 UTC\n"
@@ -89,6 +89,27 @@ def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(monke
     assert out["manifest"] == {"_error": "unreadable manifest: Expecting property name enclosed in double quotes: "
                                          "line 1 column 2 (char 1)"}
     assert out["python_exists"] is False and out["unit"] == UNIT
+
+
+def test_state_reads_where_the_last_start_went_from_the_units_journal(monkeypatch, capsys):
+    with open(os.path.join(ROOT, "tests", "fixtures", "sglang-0.5.23-h200-helper", "startup_journal.txt"),
+              encoding="utf-8") as handle:
+        journal = handle.read()
+    calls = []
+    fake_commands(monkeypatch, calls, {"git": completed("# branch.oid (initial)\n# branch.head main\n"),
+                                       "systemctl": completed(SHOW), "timeout": completed(journal)})
+    rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", "/x", "--startup")
+    assert rc == 0 and out["startup"]["total_s"] == 39.8 and out["startup"]["phases"][0]["phase"] == "imports"
+    assert calls[-1][0] == ["timeout", "--kill-after=1", "30s", "journalctl", "--unit", "sglang.service", "--output",
+                            "short-iso-precise", "--no-pager", "--lines", "20000"]
+
+
+def test_state_says_when_the_journal_cannot_be_read(monkeypatch, capsys):
+    fake_commands(monkeypatch, [], {"git": completed("# branch.oid (initial)\n# branch.head main\n"),
+                                    "systemctl": completed(SHOW),
+                                    "timeout": completed("", "No journal files were found.\n", 1)})
+    rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", "/x", "--startup")
+    assert rc == 0 and out["startup"] == {"error": "journalctl failed (rc 1): No journal files were found."}
 
 
 def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):

@@ -170,6 +170,14 @@ def test_signal_epoch_is_the_wall_clock_just_before_the_first_signal():
     assert res['signal_epoch'] == 1000.5
 
 
+def test_the_gates_pass_is_on_the_wall_clock_and_null_when_it_did_not_pass():
+    clock = Clock()
+    world = server_world(clock)
+    res = Release(world, params(), clock, clock.sleep, '/nonexistent', 500, wall=lambda: 1.7e9 + clock()).run()
+    assert res['gate_passed_epoch'] == 1.7e9 + clock() and res['gate']['passed']
+    assert release(server_world(clock), clock, gate=OFF)['gate_passed_epoch'] is None
+
+
 def test_signal_epoch_is_null_when_nothing_was_signalled():
     clock = Clock()
     world = server_world(clock, check_mode=True)
@@ -178,7 +186,7 @@ def test_signal_epoch_is_null_when_nothing_was_signalled():
 
 
 KEYS = {'changed', 'killed', 'skipped_protected', 'device_paths', 'gate', 'timings', 'kill_to_pass_s', 'target',
-        'signal_epoch'}
+        'signal_epoch', 'gate_passed_epoch'}
 DEVICES = '/dev/nvidia-uvm /dev/nvidia0 /dev/nvidia1 /dev/nvidiactl'
 
 
@@ -569,3 +577,99 @@ def test_an_xid_fails_the_release_even_in_check_mode(check_mode):
     assert err.value.result['gate']['health']['passed'] is False
     memory_reads = [c for c in w.calls if c[0] == 'nvidia-smi' and 'memory.used' in c[1]]
     assert memory_reads == []
+
+
+# ------------------------------------------------------------------------- the server's own stop and start around it
+
+STOP = ['gpuserve-sglang', 'stop', '--port', '30000']
+START = ['gpuserve-sglang', 'start', '--unit', 'sglang.service']
+
+
+class Hooks(World):
+    """The world with the container helper: its stop ends the server's processes (as SIGKILL to the unit's control
+    group does), its start answers; `answers` overrides either's (rc, stdout, stderr)."""
+
+    def __init__(self, *args, answers=None, **kwargs):
+        World.__init__(self, *args, **kwargs)
+        self.answers = answers or {}
+
+    def cmd_gpuserve_sglang(self, argv):
+        if argv[1] == 'stop' and 'stop' not in self.answers:
+            for pid in (102, 101, 100):
+                self.die(self.procs[pid])
+        return self.answers.get(argv[1], (0, '{"how": "%s"}' % argv[1], ''))
+
+
+def hooks_world(clock, **kw):
+    return Hooks(server_world(clock).procs.values(), clock, **kw)
+
+
+def test_the_servers_own_stop_runs_first_and_its_start_once_the_gate_passed():
+    clock = Clock()
+    world = hooks_world(clock)
+    res = release(world, clock, stop_command=STOP, start_command=START, hook_timeout=120)
+    assert [c[0] for c in world.calls] == ['gpuserve-sglang', 'ps', 'ls', 'fuser', 'ps', 'kill', 'nvidia-smi',
+                                           'gpuserve-sglang']
+    assert killed(res) == [(201, 'KILL')]  # the server was gone already; the stray holder is still killed
+    assert res['stop'] == {'rc': 0, 'answer': {'how': 'stop'}, 'stdout': '{"how": "stop"}', 'stderr': ''}
+    assert res['start']['answer'] == {'how': 'start'} and res['gate']['passed'] and res['changed'] is True
+    assert list(res['timings']) == ['stop_s', 'term_s', 'kill_s', 'holders_s', 'gate_s', 'start_s']
+
+
+def test_the_commands_run_under_their_own_timeout():
+    clock = Clock()
+    world = hooks_world(clock)
+    seen = []
+    run = world.run_command
+
+    def run_command(argv, **kwargs):
+        seen.append(argv[:3])
+        return run(argv, **kwargs)
+    world.run_command = run_command
+    release(world, clock, stop_command=STOP, start_command=START, hook_timeout=95)
+    assert seen[0] == seen[-1] == ['/usr/bin/timeout', '--kill-after=1', '95s']
+
+
+def test_a_failed_stop_fails_before_anything_is_released():
+    clock = Clock()
+    world = hooks_world(clock, answers={'stop': (1, '{"error": "sglang.service: SIGKILL failed"}', '')})
+    with pytest.raises(ReleaseError) as exc:
+        release(world, clock, stop_command=STOP, start_command=START)
+    assert exc.value.msg == 'stop_command in this host failed (rc 1): sglang.service: SIGKILL failed'
+    assert [c[0] for c in world.calls] == ['gpuserve-sglang'] and exc.value.result['stop']['rc'] == 1
+    assert 'start' not in exc.value.result and exc.value.result['changed'] is True
+
+
+def test_nothing_starts_on_gpus_the_gate_did_not_pass():
+    clock = Clock()
+    world = hooks_world(clock, other_mib=2048)
+    with pytest.raises(ReleaseError) as exc:
+        release(world, clock, stop_command=STOP, start_command=START, gate=dict(timeout=0.3))
+    assert exc.value.msg.startswith('gate: gate timed out') and 'start' not in exc.value.result
+    assert world.calls[-1][0] == 'nvidia-smi'
+
+
+def test_a_failed_start_fails_with_what_it_said_after_a_passed_gate():
+    clock = Clock()
+    world = hooks_world(clock, answers={'start': (1, '', 'Job for sglang.service failed.\n')})
+    with pytest.raises(ReleaseError) as exc:
+        release(world, clock, stop_command=STOP, start_command=START)
+    assert exc.value.msg == 'start_command in this host failed (rc 1): Job for sglang.service failed.'
+    assert exc.value.result['gate']['passed'] and exc.value.result['start']['rc'] == 1
+
+
+def test_a_start_alone_on_an_idle_host_is_a_change():
+    """Nothing to stop, release or kill: the start that ran is still the call's change."""
+    clock = Clock()
+    world = Hooks([P(1, 0, 1, '/sbin/init'), P(50, 1, 50, 'nvidia-persistenced', holds={'/dev/nvidiactl'})], clock)
+    res = release(world, clock, self_pid=None, start_command=START)
+    assert res['killed'] == [] and 'stop' not in res and res['start']['rc'] == 0
+    assert res['changed'] is True
+
+
+def test_check_mode_runs_neither_command():
+    clock = Clock()
+    world = hooks_world(clock, check_mode=True)
+    res = release(world, clock, stop_command=STOP, start_command=START)
+    assert res['stop'] == res['start'] == {'skipped': 'check mode'}
+    assert 'gpuserve-sglang' not in [c[0] for c in world.calls]
