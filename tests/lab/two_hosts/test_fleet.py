@@ -9,6 +9,7 @@ the gateway with no worker, then deploys the fleet: nothing restarts, and each r
 gateway. CT 100 is destroyed afterwards. The gateway's metrics are read from the lab host, as the docs show. Needs
 `lab/lab up`.
 """
+import json
 import re
 import time
 
@@ -59,8 +60,11 @@ def fleet(two_hosts):
 def test_each_replica_serves_on_its_own_gpus_behind_the_gateway(two_hosts, fleet):
     assert recap(two_hosts, "ct102")[0] > 0 and recap(two_hosts, "ct104")[0] > 0
     # behind the gateway now, without a restart: each registered itself
-    flat = " ".join(fleet.split())
-    assert flat.count("no restart: the running server matches its verified manifest") == 2, fleet[-3000:]
+    # the README's reading of the run's one result line: each replica's decision
+    deployed = [json.loads(text.split(" ", 1)[1]) for text in fleet.splitlines() if text.startswith("GPUSERVE_DEPLOY ")]
+    assert len(deployed) == 1, fleet[-3000:]
+    assert [deployed[0][host]["decision"] for host in ("ct104", "ct102")] == [
+        "no restart: the running server matches its verified manifest"] * 2, fleet[-3000:]
     listed = workers()
     assert sorted(listed) == sorted(url for _vmid, url in REPLICAS.values())
     for name, (_vmid, url) in REPLICAS.items():
