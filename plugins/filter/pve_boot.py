@@ -74,8 +74,8 @@ def pve_boot_audit(pct, found, device_root, unit_enabled, vmid, host):
         problems.append(
             'the device nodes CT %s passes (devN) are missing on %s: %s. A container whose devN names a missing node '
             'does not start: create them with `systemctl start %s` there (the boot unit; playbooks/deploy_eagle3.yml '
-            'installs it), then start the container (`pct start %s`)' % (vmid, host, ', '.join(missing), BOOT_UNIT,
-                                                                      vmid))
+            'installs it), then start the container (`pct start %s`)'
+            % (vmid, host, ', '.join(missing), BOOT_UNIT, vmid))
     if not unit_enabled:
         problems.append(
             'the boot unit %s is not enabled on %s: after its next reboot the device nodes will be missing when PVE '

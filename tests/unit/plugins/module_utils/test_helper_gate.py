@@ -142,8 +142,8 @@ def test_a_driver_changed_under_the_userspace_names_both_versions_and_the_playbo
     assert len(smi.log()) == 1  # no wait, no holder query
 
 
-def test_a_mismatch_without_the_drivers_version_file_says_which_file_it_could_not_read(smi, monkeypatch, capsys,
-                                                                                         tmp_path):
+def test_a_mismatch_without_the_drivers_version_file_says_which_file_it_could_not_read(
+        smi, monkeypatch, capsys, tmp_path):
     fake = smi([{"out": MISMATCH, "rc": 18}])
     rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(tmp_path / "none"))
     assert rc == 1
