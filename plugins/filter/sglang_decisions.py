@@ -59,7 +59,9 @@ def reasons(manifest, state, rendered=None, forced=False, requested=False):
         add('unverified', 'no deployment manifest (never verified)')
         return found
     verified_pid = int(manifest.get('main_pid') or 0)
-    if state['active'] and verified_pid != state['main_pid']:
+    # A server systemd started at the container's boot, through the unit's gate, runs the files checked below: it is
+    # the verified config (verify proves it live). One started by hand since is not.
+    if state['active'] and verified_pid != state['main_pid'] and not state.get('started_at_boot'):
         add('unverified', 'running server (PID %s) is not the verified one (PID %s)'
             % (state['main_pid'], manifest.get('main_pid') or 'none'))
     for key, name, sha in (('args', 'args', 'args_sha1'), ('unit', 'unit', 'unit_sha1'),
@@ -166,7 +168,8 @@ def verification(state, facts):
         'host': facts['host'], 'ok': not problems, 'problems': problems,
         'decision': decided.get('message'), 'skipped': decided.get('skipped') or [],
         'sglang': {'commit': state['commit'], 'dirty': state['dirty'], 'version': _sglang(manifest).get('version')},
-        'unit': {'active': state['active'], 'main_pid': state['main_pid'], 'since': state['since']},
+        'unit': {'active': state['active'], 'main_pid': state['main_pid'], 'since': state['since'],
+                 'started_at_boot': bool(state.get('started_at_boot'))},
         'readiness': ready,
         'replica': {'name': replica['name'], 'nnodes': replica['nnodes'], 'node_rank': replica['rank']},
         'env_proof': {'ok': bool(proof.get('ok')), 'variables': proof.get('expected') or {},
@@ -177,6 +180,17 @@ def verification(state, facts):
                      'kill_to_pass_s': (manifest.get('release') or {}).get('kill_to_pass_s'),
                      'driver': manifest.get('driver')},
     }
+
+
+def started_at_boot(unit, boot):
+    """Whether the unit became active before the container's boot finished (systemd's FinishTimestampMonotonic, 0
+    while it still boots): the boot started it. False when either stamp was not read."""
+    try:
+        active_since = int(unit['ActiveEnterTimestampMonotonic'])
+        finished = int(boot['FinishTimestampMonotonic'])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return active_since > 0 and (finished == 0 or active_since <= finished)
 
 
 def state(result, paths, installed=None):
@@ -194,6 +208,7 @@ def state(result, paths, installed=None):
 
     active_state = unit.get('ActiveState') or 'unknown'
     return {
+        'started_at_boot': started_at_boot(unit, read.get('boot')),
         'helper_ok': ok,
         'commit': git['commit'] if git_ok else installed.get('commit') or 'unknown',
         'dirty': git['dirty'] if git_ok else installed.get('dirty'),

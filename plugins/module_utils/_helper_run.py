@@ -50,8 +50,9 @@ def systemctl(*args):
 
 
 def properties(unit, *names):
-    """{name: value} of the unit's properties, as `systemctl show` prints them (what it printed, if it failed)."""
-    out = systemctl("show", unit, "--property=" + ",".join(names)).out
+    """{name: value} of the unit's properties, as `systemctl show` prints them (what it printed, if it failed); of
+    the service manager itself when unit is None."""
+    out = systemctl("show", *([unit] if unit is not None else []), "--property=" + ",".join(names)).out
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 

@@ -1,7 +1,8 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpuserve-sglang state and source: what the restart decision, the manifest, the audit and the benchmark read of
-the deployed server in one call (the tree, the files' checksums, the manifest, the unit), and the tree alone.
+the deployed server in one call (the tree, the files' checksums, the manifest, the unit, the container's boot), and
+the tree alone.
 
 Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. The tree is
@@ -69,7 +70,7 @@ def cmd_state():
     parser.add_argument("--python")
     parser.add_argument("--startup", action="store_true")
     opts = parser.parse_args(sys.argv[2:])
-    result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "python_exists": None}
+    result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "boot": {}, "python_exists": None}
 
     result["git"] = _git_source(opts.src)
     for path in opts.file:
@@ -86,7 +87,9 @@ def cmd_state():
         except ValueError as exc:
             result["manifest"] = {"_error": f"unreadable manifest: {exc}"}
     result["unit"] = properties(opts.unit, "ActiveState", "SubState", "MainPID", "ActiveEnterTimestamp",
-                                "UnitFileState", "LoadState")
+                                "ActiveEnterTimestampMonotonic", "UnitFileState", "LoadState")
+    # when the container's boot finished (0 while it runs): a unit active since before then was started by the boot
+    result["boot"] = properties(None, "FinishTimestampMonotonic")
     if opts.python:
         result["python_exists"] = os.access(opts.python, os.X_OK)
     if opts.startup:

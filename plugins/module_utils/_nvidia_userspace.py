@@ -1,18 +1,21 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the nvidia_userspace role reads, one call per machine (module gpuserve.sglang.nvidia_userspace_info).
+"""What the nvidia_userspace role reads, one call per machine (module gpuserve.sglang.nvidia_userspace_info), and
+the two versions behind a Driver/library version mismatch (the container helper's gate, at every start).
 
 Private to this collection. On the PVE host: the loaded kernel module's version; in the container: the .run
 userspace's libraries and what its nvidia-smi answers. The comparison is the filter nvidia_userspace_plan, on the
 controller. Every nvidia-smi argv comes from _nvidia_smi, the collection's one builder of them; `run` is injected
-(argv -> Result, the shape of _runner.Result) so the reads are tested without a driver.
+(argv -> Result, the shape of _runner.Result) so the reads are tested without a driver. Part of the container
+helper's package (_helper_cli.PACKAGE): stdlib only at load.
 """
 from __future__ import annotations
 
 import fnmatch
 import os
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import list_query, version_count_query
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import (
+    MISMATCH_RE, SmiError, list_query, parse_driver_version, parse_nvml_library_version, version_count_query)
 
 PROC_VERSION = '/proc/driver/nvidia/version'
 SCOPES = ('host', 'container')
@@ -31,14 +34,36 @@ def command(res):
     return {'rc': res.rc, 'stdout': res.out.rstrip('\n'), 'stderr': res.err.rstrip('\n')}
 
 
+def read_proc(proc_version=PROC_VERSION):
+    """The text of /proc/driver/nvidia/version (the loaded kernel module; a container sees its host's), or None."""
+    try:
+        with open(proc_version, encoding='utf-8', errors='replace') as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
 def read_host(run, nvidia_smi, proc_version=PROC_VERSION):
     """{proc, smi}: the text of /proc/driver/nvidia/version; only when that cannot be read, the driver version and
     GPU count nvidia-smi reports (smi is None otherwise)."""
+    proc = read_proc(proc_version)
+    if proc is not None:
+        return {'proc': proc, 'smi': None}
+    return {'proc': None, 'smi': command(run(version_count_query(nvidia_smi)))}
+
+
+def mismatch(smi_text, proc_text):
+    """{host, userspace} when smi_text is nvidia-smi's Driver/library version mismatch: the loaded kernel module's
+    version (from proc_text, /proc/driver/nvidia/version) and the userspace's (the NVML library version nvidia-smi
+    names), each None where unread; None for any other text. After a driver update on the PVE host, a container's
+    userspace still has the old version."""
+    if not MISMATCH_RE.search(smi_text or ''):
+        return None
     try:
-        with open(proc_version, encoding='utf-8', errors='replace') as handle:
-            return {'proc': handle.read(), 'smi': None}
-    except OSError:
-        return {'proc': None, 'smi': command(run(version_count_query(nvidia_smi)))}
+        host = parse_driver_version(proc_text) if proc_text else None
+    except SmiError:
+        host = None
+    return {'host': host, 'userspace': parse_nvml_library_version(smi_text)}
 
 
 def libraries(lib_dir, pattern):

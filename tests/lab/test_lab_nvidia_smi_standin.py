@@ -248,3 +248,41 @@ def test_the_driver_information_is_rewritten_whole(env, tmp_path):
 def test_a_bus_order_naming_a_minor_twice_is_refused(env):
     rc, _out, err = run(env, "-L", GPUSIM_BUS_ORDER="0,0")
     assert rc == 1 and "lists a minor twice" in err
+
+
+def test_a_driver_update_under_a_containers_userspace_fails_every_call_as_the_real_one(env, tmp_path):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _nvidia_userspace
+
+    updated = dict(GPUSIM_DRIVER="590.48.01")
+    # the host's userspace comes with its driver; so does a container's that nothing pinned
+    assert run(env, "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0", **updated)[:2] == (
+        0, "590.48.01\n")
+    root = tmp_path / "driver" / "gpus"
+    assert run(env, "--gpusim-driver-info", str(root), **updated) == (0, "", "")
+    # a container whose userspace was matched to the old driver
+    for argv in (["-L"], [QUERY_GATE, "--format=csv,noheader,nounits"]):
+        assert run(env, *argv, GPUSIM_USERSPACE="580.159.04", **updated) == (
+            18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.159\n", "")
+    out = run(env, "-L", GPUSIM_USERSPACE="580.159.04", **updated)[1]
+    # what the container's gate reads: the SIMULATED /proc/driver/nvidia/version and that output
+    assert _nvidia_userspace.mismatch(out, _nvidia_userspace.read_proc(str(tmp_path / "driver" / "version"))) == {
+        "host": "590.48.01", "userspace": "580.159"}
+    assert run(env, "-L", GPUSIM_USERSPACE="590.48.01", **updated)[0] == 0
+
+
+def test_as_nvidia_modprobe_it_makes_the_nodes_device_files_on_the_lab_host_only(tmp_path):
+    state = tmp_path / "lab"
+    (state / "pve").mkdir(parents=True)
+    (state / "pve" / "nodename").write_text("lab-pve\n")
+    (state / "nodes" / "lab-pve3").mkdir(parents=True)
+    assert smi.modprobe(["-u", "-c", "0", "-c1"], environ={}, state=str(state)) == (0, "", "")
+    made = sorted(os.listdir(str(state / "gpus")))
+    assert made == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1", "nvidiactl"]
+    assert oct(os.stat(str(state / "gpus" / "nvidia0")).st_mode & 0o777) == "0o666"
+    # another node's, as its boot runs it (GPUSERVE_LAB_NODE)
+    assert smi.modprobe(["-m", "--create-nvidia-device-file=2"], environ={"GPUSERVE_LAB_NODE": "lab-pve3"},
+                        state=str(state))[0] == 0
+    assert sorted(os.listdir(str(state / "nodes" / "lab-pve3" / "gpus"))) == ["nvidia-modeset", "nvidia2", "nvidiactl"]
+    assert smi.modprobe(["-x"], environ={}, state=str(state)) == (1, "", "nvidia-modprobe: unrecognized option '-x'\n")
+    # in a container (no lab state) it makes nothing
+    assert smi.modprobe(["-u"], environ={}, state=str(tmp_path / "none"))[0] == 1

@@ -43,7 +43,9 @@ def lab(tmp_path_factory):
     pct.write_text('#!/bin/sh\nexec {0} {1} pct --state-dir {2} "$@"\n'.format(sys.executable, PVE_API, state))
     smi = tmp / 'nvidia-smi'
     smi.write_text('#!/bin/sh\n# GPUSERVE-LAB-SIMULATED\nfor i in 0 1 2 3 4 5 6 7; do echo 580.159.04; done\n')
-    for f in (stub, pct, smi):
+    modprobe = tmp / 'nvidia-modprobe'  # the boot unit's; this test only installs the unit, never runs it
+    modprobe.write_text('#!/bin/sh\n# GPUSERVE-LAB-SIMULATED\nexit 0\n')
+    for f in (stub, pct, smi, modprobe):
         f.chmod(0o755)
     gpus = tmp / 'gpus'
     gpus.mkdir()
@@ -62,6 +64,8 @@ def lab(tmp_path_factory):
                 'proxmox_container_gpu_device_root': str(gpus), 'proxmox_container_pct_path': str(pct),
                 'proxmox_container_models_host_path': str(tmp / 'models'),
                 'proxmox_container_nvidia_smi': str(smi), 'proxmox_container_rootfs_size_gb': 8,
+                'proxmox_container_nvidia_modprobe': str(modprobe),
+                'proxmox_container_systemd_dir': str(tmp / 'systemd'),
                 'proxmox_container_memory_mb': 4096, 'proxmox_container_cores': 2,
                 'proxmox_container_task_timeout': 8, 'proxmox_container_lock_retry_delay': 0.5,
                 'proxmox_container_lock_retries': 2}}}}}}
@@ -120,9 +124,22 @@ def test_first_run_creates_second_run_changes_nothing(lab):
     facts = [e['event_data']['res'] for e in events if e['event'] == 'runner_on_ok'
              and e['event_data']['task'] == 'Record the host driver version for the userspace role']
     assert facts[0]['ansible_facts']['proxmox_container_host_driver_version'] == '580.159.04'
+    # the PVE host's boot unit, enabled, that makes the device nodes before the guests start; onboot set
+    unit = (lab['tmp'] / 'systemd' / 'gpuserve-nvidia-nodes.service').read_text()
+    assert 'Before=pve-guests.service' in unit
+    assert 'ExecStart={0} -u -c 0 -c 1 -c 2 -c 3 -c 4 -c 5 -c 6 -c 7'.format(lab['tmp'] / 'nvidia-modprobe') in unit
+    assert (lab['tmp'] / 'systemd' / 'multi-user.target.wants' / 'gpuserve-nvidia-nodes.service').is_symlink()
+    assert int(cfg['onboot']) == 1
     r, failures, out, events = provision(lab)
     assert r.rc == 0 and changed_tasks(events) == [], changed_tasks(events)
     assert r.stats['changed'] == {}
+
+
+def test_a_host_without_nvidia_modprobe_is_refused_before_any_change(lab):
+    r, failures, out, events = provision(lab, proxmox_container_nvidia_modprobe=str(lab['tmp'] / 'absent'))
+    assert r.rc != 0 and changed_tasks(events) == []
+    msg = failures['Check that the boot unit can make the device nodes']
+    assert 'has no nvidia-modprobe at {0}'.format(lab['tmp'] / 'absent') in msg and 'Nothing was changed' in msg, msg
 
 
 def test_secrets_never_appear_even_at_vvv(lab):

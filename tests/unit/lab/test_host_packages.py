@@ -17,6 +17,7 @@ SCRIPTS = ("lab/lab", "lab/files/pct")
 NOT_PACKAGED = {
     "/usr/sbin/pct": "the lab's pct, installed by lab/lab up",
     "/usr/local/bin/nvidia-smi": "the SIMULATED nvidia-smi, installed by lab/lab up",
+    "/usr/local/bin/nvidia-modprobe": "the SIMULATED nvidia-modprobe (the nvidia-smi stand-in), installed by lab/lab up",
     "/usr/local/bin/gpuserve-lab-dmesg": "the SIMULATED kernel log (Xid lines), installed by lab/lab up",
     "/usr/bin/nvidia-smi": "the stand-in's path inside the CT rootfs / a real one the lab refuses to shadow",
     "/usr/sbin/policy-rc.d": "written by lab/lab for the duration of apt-get install",

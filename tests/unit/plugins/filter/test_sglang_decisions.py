@@ -59,6 +59,31 @@ def test_a_running_process_that_is_not_the_verified_one():
         "running server (PID 1) is not the verified one (PID none)"]
 
 
+def test_a_server_the_containers_boot_started_from_the_verified_files_is_the_verified_one():
+    # a host or container reboot: systemd started the unit (through its gate) before the boot finished
+    assert sd.drift(manifest(main_pid=17), state(started_at_boot=True)) == []
+    # but not if its files or commit are not the verified start's (a run killed before it verified a new config)
+    assert sd.drift(manifest(main_pid=17), state(started_at_boot=True, args_sha1="zz")) == [
+        "args file changed since the verified start"]
+    assert sd.drift(manifest(main_pid=17), state(started_at_boot=False)) == [
+        "running server (PID 4242) is not the verified one (PID 17)"]
+
+
+@pytest.mark.parametrize("unit, boot, started", [
+    ({"ActiveEnterTimestampMonotonic": "9000000"}, {"FinishTimestampMonotonic": "12000000"}, True),
+    ({"ActiveEnterTimestampMonotonic": "12000000"}, {"FinishTimestampMonotonic": "12000000"}, True),
+    ({"ActiveEnterTimestampMonotonic": "9000000"}, {"FinishTimestampMonotonic": "0"}, True),  # still booting
+    ({"ActiveEnterTimestampMonotonic": "12000001"}, {"FinishTimestampMonotonic": "12000000"}, False),  # by hand, later
+    ({"ActiveEnterTimestampMonotonic": "0"}, {"FinishTimestampMonotonic": "0"}, False),  # never active
+    ({"ActiveEnterTimestampMonotonic": "9000000"}, {}, False),  # the boot not read (an older helper)
+    ({"ActiveEnterTimestampMonotonic": "9000000"}, None, False),
+    ({}, {"FinishTimestampMonotonic": "12000000"}, False),
+    ({"ActiveEnterTimestampMonotonic": ""}, {"FinishTimestampMonotonic": "12000000"}, False),
+])
+def test_started_at_boot_means_active_before_the_containers_boot_finished(unit, boot, started):
+    assert sd.started_at_boot(unit, boot) is started
+
+
 def test_a_stopped_unit_is_not_also_a_process_mismatch():
     assert sd.drift(MANIFEST, state(active=False, active_state="inactive", main_pid=0)) == ["unit is inactive"]
 
@@ -183,7 +208,7 @@ def test_a_verified_server_reports_every_figure():
     assert verification() == {
         "host": "ct101", "ok": True, "problems": [], "decision": None, "skipped": [],
         "sglang": {"commit": "c" * 40, "dirty": False, "version": "0.5.23"},
-        "unit": {"active": True, "main_pid": 4242, "since": "Fri 2026-12-04 13:09:25 UTC"},
+        "unit": {"active": True, "main_pid": 4242, "since": "Fri 2026-12-04 13:09:25 UTC", "started_at_boot": False},
         "readiness": {"ready": True, "phase": "HTTP 200"},
         "replica": {"name": "ct101", "nnodes": 1, "node_rank": 0},
         "env_proof": {"ok": True, "variables": {"NCCL_PROTO": "LL"}, "processes": 2, "schedulers": 1, "error": None},
@@ -280,12 +305,13 @@ READ = {"git": {"rc": 0, "commit": "c" * 40, "dirty": True, "changes": ["x%d" % 
                   PATHS["env"]: {"exists": True, "sha1": "e1"}},
         "manifest": MANIFEST, "python_exists": True,
         "unit": {"ActiveState": "active", "MainPID": "4242", "ActiveEnterTimestamp": "then",
-                 "UnitFileState": "enabled"}}
+                 "ActiveEnterTimestampMonotonic": "9000000", "UnitFileState": "enabled"},
+        "boot": {"FinishTimestampMonotonic": "12000000"}}
 
 
 def test_the_state_call_read():
     assert sd.state({"rc": 0, "stdout": json.dumps(READ)}, PATHS) == {
-        "helper_ok": True, "commit": "c" * 40, "dirty": True, "changes": ["x%d" % i for i in range(20)],
+        "started_at_boot": True, "helper_ok": True, "commit": "c" * 40, "dirty": True, "changes": ["x%d" % i for i in range(20)],
         "git_error": "", "active": True, "active_state": "active", "enabled": True, "main_pid": 4242, "since": "then",
         "args_sha1": "a1", "unit_sha1": "u1", "env_sha1": "e1", "env_file_exists": True, "python_exists": True,
         "manifest": MANIFEST, "startup": {}}
@@ -299,7 +325,7 @@ def test_the_state_call_passes_where_the_start_went():
 
 def test_a_helper_not_installed_yet_reads_as_nothing_deployed():
     assert sd.state({"rc": 2, "stdout": json.dumps(READ)}, PATHS, {"commit": "p" * 40, "dirty": False}) == {
-        "helper_ok": False, "commit": "p" * 40, "dirty": False, "changes": [], "git_error": "", "active": False,
+        "started_at_boot": False, "helper_ok": False, "commit": "p" * 40, "dirty": False, "changes": [], "git_error": "", "active": False,
         "active_state": "unknown", "enabled": False, "main_pid": 0, "since": "", "args_sha1": "", "unit_sha1": "",
         "env_sha1": "", "env_file_exists": False, "python_exists": False, "manifest": {}, "startup": {}}
     assert sd.state({"rc": 2}, PATHS)["commit"] == "unknown"

@@ -99,7 +99,8 @@ def test_the_package_is_the_helper_files_and_the_collection_code_they_run():
     assert _helper_cli.PACKAGE == (
         "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py",
         "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
-        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_git_tree.py", "_startup_log.py",
+        "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_nvidia_userspace.py", "_git_tree.py",
+        "_startup_log.py",
         "_install_fingerprint.py", "_fingerprint_probe.py", "_python_script.py", "_speculative.py")
     assert _helper_cli.PACKAGE_DIR == "ansible_collections/gpuserve/sglang/plugins/module_utils"
 

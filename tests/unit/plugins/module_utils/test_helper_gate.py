@@ -122,6 +122,46 @@ def test_fails_closed_on_a_driver_error_with_rc_and_output(smi, monkeypatch, cap
     assert out["cmd"].startswith("timeout --kill-after=1 10s ")
 
 
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.159\n"
+
+
+def test_a_driver_changed_under_the_userspace_names_both_versions_and_the_playbook(smi, monkeypatch, capsys, tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build  (dvs)\n")
+    fake = smi([{"out": MISMATCH, "rc": 18}])
+    rc, out, err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
+                        "--driver-version-file", str(proc))
+    assert rc == 1
+    assert out["driver_mismatch"] == {"host": "590.48.01", "userspace": "580.159"}
+    assert out["passed"] is False and out["rc"] == 18
+    assert err == ("gpuserve-sglang gate: not starting: the PVE host's NVIDIA driver is 590.48.01 and this container's "
+                   "NVIDIA userspace is 580.159 (Driver/library version mismatch), and a server on a mismatched "
+                   "userspace fails at its first CUDA call. Install the host's version here and restart with proof: "
+                   "run playbooks/deploy_eagle3.yml for this container (its nvidia_userspace role installs the "
+                   "userspace, then the lifecycle starts the server).\n")
+    assert len(smi.log()) == 1  # no wait, no holder query
+
+
+def test_a_mismatch_without_the_drivers_version_file_says_which_file_it_could_not_read(
+        smi, monkeypatch, capsys, tmp_path):
+    fake = smi([{"out": MISMATCH, "rc": 18}])
+    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(tmp_path / "none"))
+    assert rc == 1
+    assert out["driver_mismatch"] == {"host": None, "userspace": "580.159"}
+    assert "driver is unknown (%s unread) and this container's NVIDIA userspace is 580.159" % (tmp_path / "none") in err
+
+
+def test_another_driver_error_keeps_the_lifecycles_advice(smi, monkeypatch, capsys, tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build\n")
+    fake = smi([{"out": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "rc": 9}])
+    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(proc))
+    assert rc == 1
+    assert "driver_mismatch" not in out
+    assert err.startswith("gpuserve-sglang gate: not starting, nvidia-smi failed (rc 9): nvidia-smi cannot reach")
+    assert "playbooks/restart_server.yml" in err
+
+
 def test_a_hung_nvidia_smi_is_cut_by_its_timeout(smi, monkeypatch, capsys):
     fake = smi([{"out": gpus(), "sleep": 30}])
     rc, out, _err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,

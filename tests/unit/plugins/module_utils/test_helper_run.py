@@ -90,3 +90,10 @@ def test_properties_of_a_unit(monkeypatch):
                       run_kwargs())]
     fake_commands(monkeypatch, [], {"systemctl": completed("", "Failed to connect to bus\n", 1)})
     assert _helper_run.properties("sglang.service", "MainPID") == {}
+
+
+def test_properties_of_the_service_manager_name_no_unit(monkeypatch):
+    calls = []
+    fake_commands(monkeypatch, calls, {"systemctl": completed("FinishTimestampMonotonic=0\n", "", 0)})
+    assert _helper_run.properties(None, "FinishTimestampMonotonic") == {"FinishTimestampMonotonic": "0"}
+    assert calls == [(["systemctl", "show", "--property=FinishTimestampMonotonic"], run_kwargs())]

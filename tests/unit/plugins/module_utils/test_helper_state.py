@@ -16,13 +16,21 @@ from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
 from ansible_collections.gpuserve.sglang.tests.support.git_tree import commit_tree
 
 SHOW = ("ActiveState=active\nSubState=running\nMainPID=4242\nActiveEnterTimestamp=Mon 2026-11-30 10:00:00 UTC\n"
-        "UnitFileState=enabled\nLoadState=loaded\nExecStart={ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }\n"
+        "ActiveEnterTimestampMonotonic=9000000\nUnitFileState=enabled\nLoadState=loaded\nExecStart={ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }\n"
         "no equals sign\n")
 UNIT = {"ActiveState": "active", "SubState": "running", "MainPID": "4242",
-        "ActiveEnterTimestamp": "Mon 2026-11-30 10:00:00 UTC", "UnitFileState": "enabled", "LoadState": "loaded",
+        "ActiveEnterTimestamp": "Mon 2026-11-30 10:00:00 UTC", "ActiveEnterTimestampMonotonic": "9000000",
+        "UnitFileState": "enabled", "LoadState": "loaded",
         "ExecStart": "{ path=/usr/local/sbin/gpuserve-sglang ; argv[]=a=b }"}
 SHOW_ARGV = ["systemctl", "show", "sglang.service",
-             "--property=ActiveState,SubState,MainPID,ActiveEnterTimestamp,UnitFileState,LoadState"]
+             "--property=ActiveState,SubState,MainPID,ActiveEnterTimestamp,ActiveEnterTimestampMonotonic,UnitFileState,"
+             "LoadState"]
+BOOT_ARGV = ["systemctl", "show", "--property=FinishTimestampMonotonic"]
+
+
+def systemctl(argv, **_kwargs):
+    """The unit's properties, or the service manager's when no unit is named."""
+    return completed("FinishTimestampMonotonic=12000000\n" if argv == BOOT_ARGV else SHOW)
 
 
 def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, tmp_path):
@@ -31,7 +39,7 @@ def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, 
                  "? python/sglang/new.py\n")
     calls = []
     fake_commands(monkeypatch, calls, {
-        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": completed(SHOW)})
+        "git": completed(porcelain, "  " + "0123456789" * 60 + "  \n"), "systemctl": systemctl})
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(3 * (1 << 20) + 5))  # more than one 1 MiB block
     small = tmp_path / "args.json"
@@ -53,12 +61,15 @@ def test_state_collects_git_files_manifest_unit_and_python(monkeypatch, capsys, 
                   str(tmp_path / "gone"): {"exists": False, "sha1": ""}},
         "manifest": {"commit": "0123", "args_sha1": "abc"},
         "unit": UNIT,
+        # the container's boot: when it finished, to tell a server the boot started from one started by hand
+        "boot": {"FinishTimestampMonotonic": "12000000"},
         "python_exists": True,
     }
     assert calls == [
         (["git", "-c", "safe.directory=*", "-C", "/opt/sglang/src", "status", "--porcelain=v2", "--branch",
           "--untracked-files=all"], run_kwargs()),
         (SHOW_ARGV, run_kwargs()),
+        (BOOT_ARGV, run_kwargs()),
     ]
 
 
@@ -71,12 +82,12 @@ def test_state_without_a_repository_manifest_or_python(monkeypatch, capsys, tmp_
     assert rc == 0
     assert out == {"git": {"rc": 128, "error": "fatal: not a git repository (or any of the parent directories): .git",
                            "commit": None, "changes": [], "dirty": None},
-                   "files": {}, "manifest": None, "unit": {}, "python_exists": None}
+                   "files": {}, "manifest": None, "unit": {}, "boot": {}, "python_exists": None}
 
 
 def test_state_reports_an_unreadable_manifest_and_a_python_that_cannot_run(monkeypatch, capsys, tmp_path):
     fake_commands(monkeypatch, [], {
-        "git": completed("# branch.oid (initial)\n# branch.head main\n"), "systemctl": completed(SHOW)})
+        "git": completed("# branch.oid (initial)\n# branch.head main\n"), "systemctl": systemctl})
     manifest = tmp_path / "manifest.json"
     manifest.write_text("{not json")
     python = tmp_path / "python3"

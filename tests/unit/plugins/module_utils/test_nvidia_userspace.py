@@ -66,3 +66,29 @@ def nu_params():
 def test_the_defaults_are_the_ones_the_role_used():
     assert nu_params() == {"scope": None, "lib_dir": "/usr/lib/x86_64-linux-gnu", "lib_pattern": "libnvidia-ml.so.*.*",
                            "nvidia_smi": "nvidia-smi", "nvidia_smi_timeout": 120.0}
+
+
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n"
+
+
+def test_a_mismatch_names_the_loaded_modules_version_and_the_userspaces():
+    assert nu.mismatch(MISMATCH, PROC) == {"host": "580.159.04", "userspace": "580.95"}
+
+
+def test_a_mismatch_without_a_readable_module_version_leaves_it_unknown():
+    assert nu.mismatch(MISMATCH, None) == {"host": None, "userspace": "580.95"}
+    assert nu.mismatch(MISMATCH, "garbage") == {"host": None, "userspace": "580.95"}
+    assert nu.mismatch("Failed to initialize NVML: Driver/library version mismatch\n", PROC) == {
+        "host": "580.159.04", "userspace": None}
+
+
+def test_any_other_output_is_no_mismatch():
+    assert nu.mismatch("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", PROC) is None
+    assert nu.mismatch("", PROC) is None and nu.mismatch(None, PROC) is None
+
+
+def test_the_proc_read_is_its_text_or_none(tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text(PROC)
+    assert nu.read_proc(str(proc)) == PROC
+    assert nu.read_proc(str(tmp_path / "missing")) is None
