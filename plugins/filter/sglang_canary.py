@@ -40,6 +40,43 @@ def canary_plan(hosts, hostvars, me, batch):
                    "reached before %s, or is in its batch)" % me}
 
 
+def canary_problems(settings):
+    """What keeps the canary step from running as set, one sentence each (the role's preflight refuses them before
+    anything is changed); [] when it is off or can run.
+
+    settings: canary (on), worker_url, enable_metrics (the effective launch arguments'), nnodes, serial (the play's
+    gpuserve_serial), window, interval, on_low_traffic, load (the synthetic load's settings)."""
+    if not settings.get("canary"):
+        return []
+    problems = []
+    if not settings.get("worker_url"):
+        problems.append("sglang_server_canary needs the replica behind a gateway (sglang_server_gateway_worker_url): "
+                        "the canary serves live traffic from it beside its control")
+    if settings.get("enable_metrics") is not True:
+        problems.append("sglang_server_canary reads both replicas' /metrics: set enable_metrics: true in "
+                        "sglang_server_args (the default) on every replica")
+    if int(settings.get("nnodes") or 1) != 1:
+        problems.append("sglang_server_canary compares one-node replicas; a multi-node replica (sglang_server_nnodes "
+                        "%s) rolls without it" % settings.get("nnodes"))
+    if str(settings.get("serial", 1)) != "1":
+        problems.append("sglang_server_canary needs gpuserve_serial 1 (got %s): the replicas after the canary wait for "
+                        "its verdict, and one of them is its control" % settings.get("serial"))
+    if float(settings["interval"]) * _canary.MIN_INTERVALS > float(settings["window"]):
+        problems.append("sglang_server_canary_window %s s holds fewer than %d sglang_server_canary_interval of %s s: "
+                        "the control's own spread needs %d intervals" % (settings["window"], _canary.MIN_INTERVALS,
+                                                                          settings["interval"], _canary.MIN_INTERVALS))
+    if settings.get("on_low_traffic") == "load":
+        load = settings.get("load") or {}
+        missing = [key for key in ("base_url", "dataset_path", "tokenizer") if not load.get(key)]
+        if missing:
+            problems.append("sglang_server_canary_on_low_traffic load drives the benchmark's client through the "
+                            "gateway: sglang_server_canary_load needs %s" % ", ".join(missing))
+        elif not str(load["base_url"]).startswith(("http://", "https://")):
+            problems.append("sglang_server_canary_load.base_url is the gateway's URL as the canary's container reaches "
+                            "it (http://HOST:PORT), got %r" % load["base_url"])
+    return problems
+
+
 def canary_verdict(rounds, canary, control, settings, health=None):
     """_canary.judge: the verdict of the window's readings (rounds) of canary and control ({name, url})."""
     return _canary.judge(rounds, canary, control, settings, health)
@@ -47,4 +84,5 @@ def canary_verdict(rounds, canary, control, settings, health=None):
 
 class FilterModule:
     def filters(self):
-        return {"sglang_canary_plan": canary_plan, "sglang_canary_verdict": canary_verdict}
+        return {"sglang_canary_plan": canary_plan, "sglang_canary_verdict": canary_verdict,
+                "sglang_canary_problems": canary_problems}

@@ -122,16 +122,16 @@ def _worse_pct(canary, control, worse):
 
 
 def _health_problems(health, names):
-    """Each replica's GPU health after the window (the gate's health stage, Xid events since the window began):
-    a read that failed or a check under `refuse` that found something."""
+    """Each replica's GPU health after the window (gpu_memory_gate's result with memory off: its `health`, Xid events
+    since the window began): a read that failed or a check under `refuse` that found something."""
     problems = []
     if health is None:  # the role's GPU health read is off
         return problems
     for role in ('canary', 'control'):
-        reading = health.get(role)
+        result = health.get(role) or {}
+        reading = result.get('health')
         if not isinstance(reading, dict) or not isinstance(reading.get('gpus'), list):
-            why = reading.get('msg') if isinstance(reading, dict) and reading.get('msg') else 'not read'
-            problems.append('%s %s: no GPU health reading (%s)' % (role, names[role], why))
+            problems.append('%s %s: no GPU health reading (%s)' % (role, names[role], result.get('msg') or 'not read'))
         elif not reading.get('passed'):
             problems.append('%s %s: GPU health: %s' % (role, names[role],
                                                        '; '.join(reading.get('refused') or ['refused'])))
@@ -143,7 +143,8 @@ def verdict(canary, control, settings, health=None):
     (not enough traffic to judge).
 
     canary, control: {name, figures (window())}; settings: min_requests, tolerance_pct, max_error_rate_pct;
-    health: {canary, control} GPU health readings after the window, or None when the role reads none."""
+    health: {canary, control} each replica's gpu_memory_gate result after the window, or None when the role reads
+    none."""
     names = {'canary': canary['name'], 'control': control['name']}
     ours, theirs = canary['figures'], control['figures']
     out = {'verdict': PASS, 'reasons': [], 'compared': [], 'short': []}

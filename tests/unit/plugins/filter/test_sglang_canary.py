@@ -3,7 +3,8 @@ over a window's readings."""
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_canary import FilterModule, canary_plan, canary_verdict
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_canary import FilterModule, canary_plan, canary_problems, \
+    canary_verdict
 from ansible_collections.gpuserve.sglang.tests.support.sglang_metrics import Window
 
 HOSTS = ['ct104', 'ct102', 'ct103']
@@ -68,5 +69,30 @@ def test_the_verdict_filter_judges_the_rounds():
     assert got['verdict'] == 'pass' and got['figures']['control']['requests'] == 24
 
 
+GOOD = {'canary': True, 'worker_url': 'http://10.66.0.104:30000', 'enable_metrics': True, 'nnodes': 1, 'serial': 1,
+        'window': 60, 'interval': 5, 'on_low_traffic': 'wait', 'load': {}}
+
+
+def test_a_canary_that_can_run_and_one_that_is_off_have_no_problem():
+    assert canary_problems(GOOD) == []
+    assert canary_problems(dict(GOOD, canary=False, worker_url='', nnodes=2)) == []
+
+
+@pytest.mark.parametrize('change, problem', [
+    (dict(worker_url=''), 'sglang_server_canary needs the replica behind a gateway (sglang_server_gateway_worker_url)'),
+    (dict(enable_metrics=None), "sglang_server_canary reads both replicas' /metrics: set enable_metrics: true"),
+    (dict(nnodes=2), 'sglang_server_canary compares one-node replicas; a multi-node replica (sglang_server_nnodes 2)'),
+    (dict(serial='50%'), 'sglang_server_canary needs gpuserve_serial 1 (got 50%)'),
+    (dict(window=12), 'sglang_server_canary_window 12 s holds fewer than 3 sglang_server_canary_interval of 5 s'),
+    (dict(on_low_traffic='load', load={'base_url': 'http://10.66.0.100:30080'}),
+     'sglang_server_canary_load needs dataset_path, tokenizer'),
+    (dict(on_low_traffic='load', load={'base_url': '10.66.0.100:30080', 'dataset_path': '/d', 'tokenizer': '/t'}),
+     "sglang_server_canary_load.base_url is the gateway's URL as the canary's container reaches it"),
+])
+def test_each_setting_that_keeps_the_canary_from_running_is_named(change, problem):
+    got = canary_problems(dict(GOOD, **change))
+    assert len(got) == 1 and problem in got[0], got
+
+
 def test_the_filters_are_registered_by_their_documented_names():
-    assert set(FilterModule().filters()) == {'sglang_canary_plan', 'sglang_canary_verdict'}
+    assert set(FilterModule().filters()) == {'sglang_canary_plan', 'sglang_canary_verdict', 'sglang_canary_problems'}

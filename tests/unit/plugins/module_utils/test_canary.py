@@ -125,12 +125,14 @@ def test_ttft_a_canary_slower_to_its_first_token_fails():
 
 
 def test_gpu_health_a_refused_check_or_a_missing_reading_on_either_replica_fails_even_with_little_traffic():
-    health = {'canary': {'passed': True, 'gpus': []},
-              'control': {'passed': False, 'gpus': [], 'refused': ['GPU 3 (bus 0000:02:09.0): xid: 1 Xid event(s)']}}
+    health = {'canary': {'health': {'passed': True, 'gpus': []}},
+              'control': {'health': {'passed': False, 'gpus': [],
+                                     'refused': ['GPU 3 (bus 0000:02:09.0): xid: 1 Xid event(s)']}}}
     got = judge(window(rounds=2, per_round=1), health=health)
     assert got['verdict'] == c.FAIL and got['reasons'] == [
         {'metric': 'gpu_health', 'message': 'control ct102: GPU health: GPU 3 (bus 0000:02:09.0): xid: 1 Xid event(s)'}]
-    got = judge(window(), health={'canary': {'msg': 'ssh: unreachable'}, 'control': {'passed': True, 'gpus': []}})
+    got = judge(window(), health={'canary': {'msg': 'ssh: unreachable'}, 'control': {'health': {'passed': True,
+                                                                                                 'gpus': []}}})
     assert got['reasons'] == [{'metric': 'gpu_health',
                                'message': 'canary ct104: no GPU health reading (ssh: unreachable)'}]
 
