@@ -44,12 +44,12 @@ def workers():
     return {w["url"]: w for w in call("/workers")[2]["workers"]}
 
 
-def gateway_faults():
-    """The gateway's own counts of retried requests and worker errors (its Prometheus endpoint, on loopback in
-    CT 100): SMG retries a failed request on another worker, so a replica stopped with requests still routed to
-    it shows here even when every client got its answer."""
+def gateway_faults(metrics_host="127.0.0.1"):
+    """The gateway's own counts of retried requests and worker errors (its Prometheus endpoint, read in CT 100 at
+    metrics_host: loopback by default): SMG retries a failed request on another worker, so a replica stopped with
+    requests still routed to it shows here even when every client got its answer."""
     text = in_ct("python3", "-c", "import urllib.request as u; print(u.urlopen("
-                 "'http://127.0.0.1:29000/metrics', timeout=10).read().decode())").stdout
+                 "'http://%s:29000/metrics', timeout=10).read().decode())" % metrics_host).stdout
     assert "smg_" in text, text[:500]
     counts = {"smg_worker_retries_total": 0.0, "smg_worker_errors_total": 0.0}
     for line in text.splitlines():
