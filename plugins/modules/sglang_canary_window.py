@@ -15,8 +15,8 @@ description:
     passed (the last reading at its end), all of them at each reading. The rolling deploy's canary step runs it on
     the gateway's host, which reaches every replica (docs/fleet.md).
   - Returns each page's lines of the metrics the canary reads (SGLang 0.5.23's names), to be parsed on the
-    controller by prometheus_client's text parser (filter M(gpuserve.sglang.sglang_canary_verdict)); a page that is
-    not 200, or a request that failed, is returned as such, never as a failure of the task.
+    controller by prometheus_client's text parser (filter P(gpuserve.sglang.sglang_canary_verdict#filter)); a page
+    that is not 200, or a request that failed, is returned as such, never as a failure of the task.
   - It changes nothing and always returns C(changed=false).
 author:
   - gpuserve engineers (@gpuserve)
