@@ -63,8 +63,8 @@ def canary_problems(settings):
                         "its verdict, and one of them is its control" % settings.get("serial"))
     if float(settings["interval"]) * _canary.MIN_INTERVALS > float(settings["window"]):
         problems.append("sglang_server_canary_window %s s holds fewer than %d sglang_server_canary_interval of %s s: "
-                        "the control's own spread needs %d intervals" % (settings["window"], _canary.MIN_INTERVALS,
-                                                                          settings["interval"], _canary.MIN_INTERVALS))
+                        "the control's own spread needs %d intervals"
+                        % (settings["window"], _canary.MIN_INTERVALS, settings["interval"], _canary.MIN_INTERVALS))
     if settings.get("on_low_traffic") == "load":
         load = settings.get("load") or {}
         missing = [key for key in ("base_url", "dataset_path", "tokenizer") if not load.get(key)]

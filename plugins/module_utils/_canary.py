@@ -176,8 +176,8 @@ def verdict(canary, control, settings, health=None):
                            % (names['canary'], mine, names['control'], ref, DRAFT_WORKS_ABOVE)})
             continue
         if mine is None or ref is None or not ref:
-            out['compared'].append('%s: canary %s, control %s: not compared' % (label, _fmt(mine, unit),
-                                                                                 _fmt(ref, unit)))
+            out['compared'].append('%s: canary %s, control %s: not compared'
+                                   % (label, _fmt(mine, unit), _fmt(ref, unit)))
             continue
         spread = band_pct([i.get(key) for i in theirs['intervals']], worse)
         threshold = max(tolerance, spread or 0.0)
@@ -233,5 +233,5 @@ def judge(rounds, canary, control, settings, health=None):
 
 def _head(canary, control, rounds):
     seconds = float(rounds[-1]['t']) - float(rounds[0]['t']) if len(rounds) > 1 else 0.0
-    return 'canary %s against control %s over %.0f s (%d readings)' % (canary['name'], control['name'], seconds,
-                                                                      len(rounds))
+    return 'canary %s against control %s over %.0f s (%d readings)' % (
+        canary['name'], control['name'], seconds, len(rounds))

@@ -51,7 +51,8 @@ FAMILIES = _family_names()
 
 def parse(text):
     """{key: value} of one page: each counter summed over its label sets (cuda_graph_passes as {mode: value}),
-    each histogram as key_sum and key_count. A name SGLang has not exported yet (a counter appears once a request incremented it) is left out. Raises MetricsError."""
+    each histogram as key_sum and key_count. A name SGLang has not exported yet (a counter appears once a request
+    incremented it) is left out. Raises MetricsError."""
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as exc:  # a controller without the pinned requirement

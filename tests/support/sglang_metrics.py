@@ -45,7 +45,7 @@ class Server(object):
 
     def finish(self, tokens=64, verify=25, ttft=0.2, tpot=0.01, stream=False, n=1):
         s = dict(self.labels, is_streaming='true' if stream else 'false')
-        for _ in range(n):
+        for _i in range(n):
             self.ttft.labels(**s).observe(ttft)
             self.generation.labels(**s).inc(tokens)
             if verify:
@@ -55,7 +55,7 @@ class Server(object):
             self.e2e.labels(**s).observe(ttft + tpot * (tokens - 1))
 
     def abort(self, n=1):
-        for _ in range(n):
+        for _i in range(n):
             self.aborted.labels(**self.labels).inc()
 
     def step(self, graph=True, n=1):

@@ -60,7 +60,7 @@ def test_a_host_outside_the_play_is_refused():
 
 def test_the_verdict_filter_judges_the_rounds():
     w = Window()
-    for _ in range(4):
+    for _i in range(4):
         w.canary.finish(n=6)
         w.control.finish(n=6)
         w.read()

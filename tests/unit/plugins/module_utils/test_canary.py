@@ -25,9 +25,9 @@ def window(canary=None, control=None, rounds=6, per_round=8, control_tpots=None,
     return w
 
 
-def judge(w, settings=SETTINGS, health=None):
+def judge(w, settings=None, health=None):
     canary, control = w.sides()
-    return c.judge(w.rounds, canary, control, settings, health)
+    return c.judge(w.rounds, canary, control, SETTINGS if settings is None else settings, health)
 
 
 def metrics(result):
@@ -131,8 +131,8 @@ def test_gpu_health_a_refused_check_or_a_missing_reading_on_either_replica_fails
     got = judge(window(rounds=2, per_round=1), health=health)
     assert got['verdict'] == c.FAIL and got['reasons'] == [
         {'metric': 'gpu_health', 'message': 'control ct102: GPU health: GPU 3 (bus 0000:02:09.0): xid: 1 Xid event(s)'}]
-    got = judge(window(), health={'canary': {'msg': 'ssh: unreachable'}, 'control': {'health': {'passed': True,
-                                                                                                 'gpus': []}}})
+    got = judge(window(), health={'canary': {'msg': 'ssh: unreachable'},
+                                  'control': {'health': {'passed': True, 'gpus': []}}})
     assert got['reasons'] == [{'metric': 'gpu_health',
                                'message': 'canary ct104: no GPU health reading (ssh: unreachable)'}]
 

@@ -79,8 +79,8 @@ class Clock(object):
 
 def test_read_window_reads_every_url_together_every_interval_until_the_window_ends():
     clock = Clock()
-    pages = {'http://a:1/metrics': (200, '# TYPE sglang:num_requests_total counter\nsglang:num_requests_total 1.0\n'
-                                           'other 2\n'),
+    page = '# TYPE sglang:num_requests_total counter\nsglang:num_requests_total 1.0\nother 2\n'
+    pages = {'http://a:1/metrics': (200, page),
              'http://b:1/metrics': (404, '{"detail":"Not Found"}')}
 
     def fetch(url):
