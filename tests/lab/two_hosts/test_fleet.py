@@ -95,8 +95,14 @@ def prometheus(fleet, tmp_path_factory):
         assert data["status"] == "success", data
         return [(r["metric"], float(r["value"][1])) for r in data["data"]["result"]]
 
+    def all_up():
+        try:
+            return len(query('up == 1')) == 3
+        except OSError:  # URLError too: Prometheus not listening yet
+            return False
+
     try:
-        wait_for(lambda: len(query('up == 1')) == 3, 60, "Prometheus up, both replicas and the gateway scraped")
+        wait_for(all_up, 60, "Prometheus up, both replicas and the gateway scraped")
         yield query
     finally:
         proc.terminate()
