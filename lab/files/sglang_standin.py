@@ -14,8 +14,8 @@ server's argv (the lab swaps the entrypoint, not the lifecycle). What it does li
 - warms up, then serves /health and /health_generate (503 while warming, 200 after), /generate (SSE streaming
   and plain), /v1/completions, /v1/chat/completions, /v1/models, /model_info (+ /get_model_info),
   /server_info (+ /get_server_info; per-rank avg_spec_accept_length, cumulative until /flush_cache and absent
-  until a verify step ran), /flush_cache, /metrics (only with --enable-metrics, as SGLang: the two counters the
-  benchmark reads, class Metrics),
+  until a verify step ran), /flush_cache, /metrics (only with --enable-metrics, as SGLang: what the benchmark and
+  the canary read, class Metrics),
   and /v1/loads (SGLang 0.5.23's load snapshot, what SMG's load monitor polls: num_running_reqs is the number of
   requests in flight, the one figure a drain waits on; the other figures are fixed or simple);
 - stops as SGLang 0.5.23 does (managers/tokenizer_manager.py, sigterm_watchdog): SIGTERM to the main process only
@@ -41,6 +41,8 @@ Speed model (environment): GPUSIM_TOKENS_PER_S decode tokens/s per request (defa
 Speculative decoding (--speculative-algorithm set): each verify step emits on average GPUSIM_SPEC_ACCEPT_LENGTH
 tokens (default: min(num_steps + 1, 2.6)) and costs GPUSIM_SPEC_STEP_COST decode steps (default 1.5);
 GPUSIM_SPEC_DECODE_ATTN_FACTOR (default 1.0) multiplies the speed with --speculative-attention-mode decode.
+GPUSIM_SLOW_WHEN (argv words, for example `--mem-fraction-static 0.7`) makes the config whose argv holds them slower
+(GPUSIM_SLOW_FACTOR, default 0.6) and, with GPUSIM_SLOW_ACCEPT_LENGTH, lower in acceptance: slow_config.
 The accept length follows the algorithm/draft pairing, as SGLang 0.5.23 serves it: EAGLE (or NEXTN) with an EAGLE-3
 head (the draft's config.json `architectures` names an *Eagle3* class) emits exactly one token per verify step
 (accept length 1.00, no error: the head skips its fc layer); any other pairing, or a draft without a readable
@@ -151,6 +153,7 @@ def parse_args(argv):
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--enable-metrics", action="store_true")
     args, unknown = p.parse_known_args(argv)
+    args.argv = list(argv)
     return args, unknown
 
 
@@ -277,7 +280,14 @@ class Engine:
         self.waiting = 0  # requests waiting for a slot
         self.gracefully_exit = False  # SGLang's flag: set by SIGTERM, read by the watchdog
         self.watchdog_s = env_float("GPUSIM_WATCHDOG_S", 5)
-        self.metrics = Metrics(args.served_model_name or args.model_path)
+        self.metrics = Metrics(args.served_model_name or args.model_path, graphs=not args.disable_cuda_graph)
+        slow, slow_accept = slow_config(getattr(args, "argv", []))
+        if slow != 1.0 or slow_accept is not None:
+            self.base_tps *= slow
+            if self.spec and slow_accept is not None:
+                self.accept = slow_accept
+            log("SIMULATED slower config (GPUSIM_SLOW_WHEN %r): %.2f of the speed, accept length %s"
+                % (os.environ.get("GPUSIM_SLOW_WHEN"), slow, self.accept if self.spec else "n/a"))
         self.reset_stats()
 
     def reset_stats(self):
@@ -300,6 +310,7 @@ class Engine:
 
     def generate(self, prompt_tokens, max_new, stream=False):
         """Yields (new_token_texts, completion_tokens, verify_steps_so_far, finished)."""
+        arrived = time.time()
         with self.slot():
             time.sleep(prompt_tokens / self.prefill_tps + 0.005)
             done, steps, t0 = 0, 0, time.time()
@@ -310,11 +321,15 @@ class Engine:
             yield first, done, steps, done >= max_new
             while done < max_new:
                 time.sleep(self.step_time())
+                self.metrics.step()
                 n = min(self.step_tokens(), max_new - done)
                 done += n
                 steps += 1
                 yield [random.choice(WORDS) for _ in range(n)], done, steps, done >= max_new
-            self.metrics.finished(done, steps if self.spec else 0, stream)
+            end = time.time()
+            # SGLang's TPOT: (finished - first token) / (completion tokens - 1), for a request that hit its length
+            self.metrics.finished(done, steps if self.spec else 0, stream, ttft=t0 - arrived,
+                                  tpot=(end - t0) / (done - 1) if done > 1 else None, e2e=end - arrived)
             with self.lock:
                 # SGLang's avg_spec_accept_length counts the tokens verify steps emitted (metrics_reporter
                 # spec_num_accept_tokens), not the prefill's: a draft never accepted reads exactly 1.00 there, while
@@ -382,41 +397,102 @@ class Engine:
 
 
 class Metrics:
-    """GET /metrics with --enable-metrics: the two counters the benchmark reads the accept length from, with SGLang
-    0.5.23's names, types, help texts and labels (srt/observability/metrics_collector.py, TokenizerMetricsCollector:
-    both incremented once per finished request, by its completion tokens and, when it ran any, its spec_verify_ct)
-    in its multiprocess exposition (no _created samples; a label set appears once a request incremented it).
-    SGLang's other metrics are not served."""
+    """GET /metrics with --enable-metrics: what the benchmark and a rolling deploy's canary read, with SGLang 0.5.23's
+    names, types, help texts, labels and buckets (srt/observability/metrics_collector.py): the tokenizer's counters
+    and histograms (TokenizerMetricsCollector, per finished request: its completion tokens, its spec_verify_ct when
+    it ran any, its time to first token, its time per output token, its end-to-end latency; aborted requests) and
+    the scheduler's CUDA-graph counter (SchedulerMetricsCollector, one per decode or verify step, mode
+    decode_cuda_graph, or decode_none with --disable-cuda-graph), in its multiprocess exposition (no _created
+    samples; a label set appears once a request incremented it). SGLang's other metrics are not served."""
 
+    # (name, help, with is_streaming)
     COUNTERS = (("sglang:generation_tokens_total", "Number of generation tokens processed.", True),
-                ("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.", False))
+                ("sglang:spec_verify_calls_total", "Number of speculative decoding verification calls.", False),
+                ("sglang:num_requests_total", "Number of requests processed.", True),
+                ("sglang:num_aborted_requests_total", "Number of requests aborted.", False))
+    TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+    ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
+                   0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
+    # (name, help, buckets)
+    HISTOGRAMS = (("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS),
+                  ("sglang:request_time_per_output_token_seconds",
+                   "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
+                   ITL_BUCKETS),
+                  ("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+                   TTFT_BUCKETS + (600, 1200, 1800, 2400)))
+    PASSES = ("sglang:cuda_graph_passes_total", "Total number of forward passes categorized by CUDA graph.")
 
-    def __init__(self, model_name):
+    def __init__(self, model_name, graphs=True):
         self.model_name = model_name
+        self.mode = "decode_cuda_graph" if graphs else "decode_none"
         self.lock = threading.Lock()
         self.values = {}  # (counter name, is_streaming or None) -> value; never reset, as a counter is not
+        self.observed = {}  # (histogram name, is_streaming) -> [bucket counts..., sum, count]
+        self.passes = 0
 
-    def finished(self, completion_tokens, spec_verify_ct, stream):
+    def finished(self, completion_tokens, spec_verify_ct, stream, ttft=None, tpot=None, e2e=None):
+        flag = "true" if stream else "false"
         with self.lock:
-            key = ("sglang:generation_tokens_total", "true" if stream else "false")
-            self.values[key] = self.values.get(key, 0.0) + completion_tokens
-            if spec_verify_ct > 0:
-                key = ("sglang:spec_verify_calls_total", None)
-                self.values[key] = self.values.get(key, 0.0) + spec_verify_ct
+            for key, value in ((("sglang:generation_tokens_total", flag), completion_tokens),
+                               (("sglang:num_requests_total", flag), 1),
+                               (("sglang:spec_verify_calls_total", None), spec_verify_ct)):
+                if value > 0:
+                    self.values[key] = self.values.get(key, 0.0) + value
+            for (name, _doc, buckets), value in zip(self.HISTOGRAMS, (ttft, tpot, e2e)):
+                if value is None:
+                    continue
+                slot = self.observed.setdefault((name, flag), [0] * len(buckets) + [0.0, 0])
+                for i, bound in enumerate(buckets):
+                    if value <= bound:
+                        slot[i] += 1
+                slot[-2] += value
+                slot[-1] += 1
+
+    def step(self):
+        with self.lock:
+            self.passes += 1
 
     def text(self):
         name = self.model_name.replace("\\", "\\\\").replace('"', '\\"')
+        base = 'engine_type="unified",%smodel_name="%s"'
         lines = []
         with self.lock:
-            values = dict(self.values)
+            values, observed, passes = dict(self.values), {k: list(v) for k, v in self.observed.items()}, self.passes
         for metric, doc, by_stream in self.COUNTERS:
             lines += ["# HELP %s %s" % (metric, doc), "# TYPE %s counter" % metric]
             for (key, stream), value in sorted(values.items(), key=lambda kv: str(kv[0])):
                 if key == metric:
-                    labels = 'engine_type="unified",%smodel_name="%s"' % (
-                        'is_streaming="%s",' % stream if by_stream else "", name)
+                    labels = base % ('is_streaming="%s",' % stream if by_stream else "", name)
                     lines.append("%s{%s} %r" % (metric, labels, float(value)))
+        for metric, doc, buckets in self.HISTOGRAMS:
+            lines += ["# HELP %s %s" % (metric, doc), "# TYPE %s histogram" % metric]
+            for (key, stream), slot in sorted(observed.items()):
+                if key != metric:
+                    continue
+                labels = base % ('is_streaming="%s",' % stream, name)
+                for bound, count in zip(buckets + ("+Inf",), slot[:len(buckets)] + [slot[-1]]):
+                    lines.append('%s_bucket{%s,le="%s"} %r' % (metric, labels, bound if bound == "+Inf"
+                                                               else repr(float(bound)), float(count)))
+                lines.append("%s_sum{%s} %r" % (metric, labels, float(slot[-2])))
+                lines.append("%s_count{%s} %r" % (metric, labels, float(slot[-1])))
+        metric, doc = self.PASSES
+        lines += ["# HELP %s %s" % (metric, doc), "# TYPE %s counter" % metric]
+        if passes:
+            lines.append('%s{engine_type="unified",mode="%s",model_name="%s",moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
+                         ' %r' % (metric, self.mode, name, float(passes)))
         return "\n".join(lines) + "\n"
+
+
+def slow_config(argv):
+    """SIMULATED slower config (GPUSIM_SLOW_WHEN, a lab test's switch for a canary that must fail): when the server's
+    argv holds those words in that order (for example `--mem-fraction-static 0.7`), it decodes at GPUSIM_SLOW_FACTOR
+    of its speed (default 0.6) and, with GPUSIM_SLOW_ACCEPT_LENGTH set, accepts that many tokens per verify step.
+    (1.0, None) for any other argv, or without the setting."""
+    words = os.environ.get("GPUSIM_SLOW_WHEN", "").split()
+    if not words or not any(argv[i:i + len(words)] == words for i in range(len(argv) - len(words) + 1)):
+        return 1.0, None
+    accept = os.environ.get("GPUSIM_SLOW_ACCEPT_LENGTH")
+    return env_float("GPUSIM_SLOW_FACTOR", 0.6), float(accept) if accept else None
 
 
 def spec_accept_length(args):

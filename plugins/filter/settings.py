@@ -22,6 +22,8 @@ RULES = {
     "seconds": (False, 0, True, None, "a number of seconds above 0"),
     "seconds_or_zero": (False, 0, False, None, "a number of seconds, 0 or more"),
     "percent": (False, 0, False, 100, "a percentage from 0 to 100"),
+    "fraction": (False, 0, True, 1, "a fraction above 0, at most 1"),
+    "accept_length": (False, 1, False, None, "tokens per verify step, 1 or more"),
 }
 
 

@@ -40,7 +40,8 @@ LANES = {
         "what": "the gateway (CT 100), the lab's network and nodes, then two replicas and one multi-node server over "
                 "CT 104 (lab-pve4) and CT 102 (lab-pve2)",
         "node": "lab-pve4", "vmid": "104", "host": "ct104", "inventory": "inventory/lab-fleet/hosts.yml",
-        "limit": ["ct104", "ct102", "gw100"], "provision": False,  # tests/lab/two_hosts makes CT 104 and CT 102
+        # tests/lab/two_hosts makes CT 104 and CT 102; localhost: the lab host as the fleet's Prometheus host
+        "limit": ["ct104", "ct102", "gw100", "localhost"], "provision": False,
         # CT 100: the gateway (on lab-pve: its sessions count as lane main's sshd); CT 192: test_lab_nodes
         "nodes": ["lab-pve4", "lab-pve2"], "vmids": ["104", "102", "100", "192"],
         "steps": [("pytest", ["tests/lab/test_gateway.py", "tests/lab/test_lab_network.py",

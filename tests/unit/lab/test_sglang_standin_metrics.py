@@ -1,6 +1,6 @@
-"""The lab's SIMULATED SGLang server serves /metrics as SGLang 0.5.23 does for the two counters the benchmark reads the
-accept length from: only with --enable-metrics, SGLang's names and types, read by prometheus_client's own parser and
-by the benchmark driver's reader. Runs the stand-in on this host (loopback, one rank, simulated GPU files in a
+"""The lab's SIMULATED SGLang server serves /metrics as SGLang 0.5.23 does for what the benchmark and the canary read:
+only with --enable-metrics, SGLang's names and types, read by prometheus_client's own parser, by the benchmark
+driver's reader and by the canary's (_sglang_metrics); and GPUSIM_SLOW_WHEN makes one config slower. Runs the stand-in on this host (loopback, one rank, simulated GPU files in a
 temporary directory); no lab needed."""
 import json
 import os
@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_driver as d
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_metrics as m
 from ansible_collections.gpuserve.sglang.tests.support.net import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -39,10 +40,10 @@ def standin(tmp_path):
         (dev / name).write_bytes(b"")
     procs = []
 
-    def start(*args):
+    def start(*args, **extra_env):
         port = free_port()
         env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000",
-                   GPUSIM_WATCHDOG_S="0.1")
+                   GPUSIM_WATCHDOG_S="0.1", **extra_env)
         procs.append(subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--host", "127.0.0.1",
                                        "--port", str(port)] + list(args), env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True))
@@ -76,7 +77,17 @@ def test_metrics_count_finished_requests_with_sglangs_names_and_types(standin):
     assert status == 200 and ctype == "text/plain; version=0.0.4; charset=utf-8"
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert {name: f.type for name, f in families.items()} == {
-        "sglang:generation_tokens": "counter", "sglang:spec_verify_calls": "counter"}
+        "sglang:generation_tokens": "counter", "sglang:spec_verify_calls": "counter",
+        "sglang:num_requests": "counter", "sglang:num_aborted_requests": "counter",
+        "sglang:time_to_first_token_seconds": "histogram", "sglang:request_time_per_output_token_seconds": "histogram",
+        "sglang:e2e_request_latency_seconds": "histogram", "sglang:cuda_graph_passes": "counter"}
+    read = m.parse(text)
+    assert read["requests"] == 2 and read["ttft_count"] == 2 and read["tpot_count"] == 2 and read["e2e_count"] == 2
+    assert read["cuda_graph_passes"] == {"decode_cuda_graph": read["verify_calls"]}
+    assert 0 < read["ttft_sum"] < read["e2e_sum"] and read["tpot_sum"] > 0
+    ttft = [s for s in families["sglang:time_to_first_token_seconds"].samples if s.name.endswith("_bucket")]
+    assert {s.labels["le"] for s in ttft} == {"0.1", "0.2", "0.4", "0.6", "0.8", "1.0", "2.0", "4.0", "6.0", "8.0",
+                                              "10.0", "20.0", "40.0", "60.0", "80.0", "100.0", "200.0", "400.0", "+Inf"}
     tokens = {tuple(sorted(s.labels.items())): s.value for s in families["sglang:generation_tokens"].samples}
     assert tokens == {(("engine_type", "unified"), ("is_streaming", "false"), ("model_name", "sim/x")): 16.0,
                       (("engine_type", "unified"), ("is_streaming", "true"), ("model_name", "sim/x")): 16.0}
@@ -98,3 +109,18 @@ def test_a_server_without_speculation_counts_tokens_only_and_none_without_the_fl
     plain = standin()
     assert request(plain, "/metrics")[0] == 404  # as SGLang without --enable-metrics
     assert d.read_metrics("http://127.0.0.1:%d" % plain, b.ACCEPT_LENGTH_COUNTERS) == {"status": 404}
+
+
+def test_a_config_named_by_gpusim_slow_when_is_slower_and_accepts_less(standin):
+    slow = dict(GPUSIM_SLOW_WHEN="--mem-fraction-static 0.7", GPUSIM_SLOW_FACTOR="0.25", GPUSIM_SLOW_ACCEPT_LENGTH="1.5")
+    spec = ("--enable-metrics", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3")
+    ports = {"slow": standin(*spec + ("--mem-fraction-static", "0.7"), **slow),
+             "other": standin(*spec + ("--mem-fraction-static", "0.8"), **slow)}
+    got = {}
+    for name, port in ports.items():
+        for _ in range(3):
+            request(port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 32}})
+        read = m.parse(request(port, "/metrics")[2])
+        got[name] = (read["tpot_sum"] / read["tpot_count"], read["generation_tokens"] / read["verify_calls"])
+    assert got["slow"][0] > 2 * got["other"][0]  # a quarter of the speed and fewer tokens per step
+    assert got["slow"][1] < 2.0 < got["other"][1]

@@ -62,6 +62,7 @@ SGLANG = {
                     parser.add_argument(flag, type=int)
                 parser.add_argument("--mem-fraction-static", type=float)
                 parser.add_argument("--trust-remote-code", action="store_true")
+                parser.add_argument("--enable-metrics", action="store_true")
 
         class Record(argparse.Namespace):
             def resolve_once(self):

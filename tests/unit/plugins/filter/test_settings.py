@@ -20,6 +20,8 @@ def problems(value, rule, name="s", why=None):
     ("seconds", [0.1, 1, 1800, "300", "1e3"], [0, -5, "0", "5s", True, float("inf"), float("nan")]),
     ("seconds_or_zero", [0, 0.0, "0", 12.5], [-0.1, "-1", "soon", False]),
     ("percent", [0, 3.5, 100, "50"], [-1, 100.5, "lots"]),
+    ("fraction", [0.01, 0.5, 1, "0.1"], [0, -0.1, 1.01, "half"]),
+    ("accept_length", [1, 1.5, "2.6"], [0.99, 0, -1, "long"]),
 ])
 def test_each_rule_takes_its_range_and_refuses_the_rest(rule, good, bad):
     assert [problems(v, rule) for v in good] == [[]] * len(good)
@@ -34,6 +36,8 @@ def test_each_rule_takes_its_range_and_refuses_the_rest(rule, good, bad):
     (0, "seconds", "gpuserve_port is 0: it must be a number of seconds above 0"),
     (-1, "seconds_or_zero", "gpuserve_port is -1: it must be a number of seconds, 0 or more"),
     (101, "percent", "gpuserve_port is 101: it must be a percentage from 0 to 100"),
+    (0, "fraction", "gpuserve_port is 0: it must be a fraction above 0, at most 1"),
+    (0.5, "accept_length", "gpuserve_port is 0.5: it must be tokens per verify step, 1 or more"),
 ])
 def test_the_message_names_the_setting_its_value_and_its_rule(value, rule, message):
     assert problems(value, rule, name="gpuserve_port") == [message]
