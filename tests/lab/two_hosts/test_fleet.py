@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from gatewayutil import CT, CT_IP, LAB, Load, Watch, gateway_faults, key, latency_summary, run, workers
+from gatewayutil import CT, LAB, Load, Watch, gateway_faults, key, latency_summary, run, workers
 from labutil import LAB_MARKS, STANDIN_FAULT, documented, finish, playbook, wait_for
 from ansible_collections.gpuserve.sglang.tests.support.net import free_port
 
@@ -29,8 +29,6 @@ from .nodes import NODES, arg, deploy, epoch, first_failure, in_ct, main_pid, ma
 pytestmark = LAB_MARKS
 
 REPLICAS = {name: (node["vmid"], "http://%s:30000" % node["ip"]) for name, node in NODES.items()}
-# The gateway's metrics at its bridge address, where the lab's Prometheus scrapes them
-GATEWAY_SETTINGS = {"policy": "round_robin", "prometheus_host": CT_IP}
 # The canary step sized for the lab's load (4 requests/s, 2 to each replica): a 12 s window read every 3 s
 CANARY = {"sglang_server_canary": True, "sglang_server_canary_window": 12, "sglang_server_canary_interval": 3,
           "sglang_server_canary_min_requests": 15, "sglang_server_canary_tolerance_pct": 25}
@@ -78,7 +76,7 @@ def prometheus(fleet, tmp_path_factory):
     etc = tmp_path_factory.mktemp("prometheus")
     code, out = finish(playbook("playbooks/prometheus.yml", "-e", json.dumps(
         {"sglang_prometheus_dir": str(etc), "sglang_prometheus_scrape_interval": "1s",
-         "sglang_prometheus_evaluation_interval": "1s", "sglang_gateway_settings": GATEWAY_SETTINGS})), limit=300)
+         "sglang_prometheus_evaluation_interval": "1s"})), limit=300)
     assert code == 0, out[-3000:]
     port = free_port()
     with open(str(etc / "prometheus.log"), "w") as log:
