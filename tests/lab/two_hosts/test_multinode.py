@@ -107,22 +107,16 @@ def test_a_change_stops_rank_0_first_and_starts_only_once_both_gates_passed(repl
     assert code == 0, first_failure(out)
     assert recap(out, "ct104")[0] > 0 and recap(out, "ct102")[0] > 0
     j = {name: journal(name, t0 - 1) for name in NODES}
-    stop0 = first(j["ct104"], "Stopping sglang.service", after=t0)
-    sent0 = first(j["ct104"], "shutdown sent", after=t0)
-    got1 = first(j["ct102"], "shutdown received", after=t0)
+    # Rank 0's stop: the lifecycle's stop ends an idle server's whole tree at once (SIGKILL to its control group,
+    # docs/server.md, "The stop"); rank 1 then ends, by its own abort on the lost link or by its --no-drain stop.
+    stop0 = first(j["ct104"], "Sent signal SIGKILL to main process", "Stopping sglang.service", after=t0)
     end = {name: first(j[name], "Deactivated successfully", "Stopped sglang.service", "Main process exited",
                        after=t0) for name in NODES}
     start = {name: first(j[name], "Starting sglang.service", after=t0) for name in NODES}
-    assert None not in (stop0, sent0, got1) and None not in end.values() and None not in start.values(), j
-    # Rank 0 stopped first and its shutdown ended rank 1: rank 1 logged rank 0's shutdown, and neither a SIGTERM of
-    # its own (which it only logs, waiting) nor a scheduler lost before it. Two journals of one machine, each stamping
-    # its lines as they arrive: compared across nodes within SKEW.
-    ct102 = [msg for t, msg in j["ct102"] if t >= t0]
-    assert not [m for m in ct102[:[i for i, m in enumerate(ct102) if "shutdown received" in m][0]]
-                if "SIGTERM on node rank" in m or "exited with" in m], ct102
-    # systemd logs "Stopping" once it has sent the stop signal (job_perform_on_unit), so rank 0's own "shutdown sent"
-    # can come a few ms before it (a CI run: 3.3 ms): the same SKEW
-    assert stop0 - SKEW <= sent0 and stop0 - SKEW <= got1 <= end["ct102"] + SKEW, (stop0, sent0, got1, end)
+    assert stop0 is not None and None not in end.values() and None not in start.values(), j
+    # Rank 0 stopped first: rank 1 ended only after it. Two journals of one machine, each stamping its lines as they
+    # arrive: compared across nodes within SKEW.
+    assert stop0 - SKEW <= end["ct102"], (stop0, end)
     # no node started before both were down and gated (the gates take longer than SKEW)
     assert max(end.values()) + SKEW < min(start.values()), (end, start)
     for name in NODES:
@@ -130,8 +124,9 @@ def test_a_change_stops_rank_0_first_and_starts_only_once_both_gates_passed(repl
         assert m["gate"]["passed"] is True and sorted(m["gate"]["clear_at_s"]) == ["0", "1", "2", "3"], m["gate"]
         assert arg(m["argv"], "--max-running-requests") == "16"
     totals = tuple(manifest(name)["times"]["total_s"] for name in NODES)
-    print("MULTINODE RESTART rank0_stop_to_rank1_shutdown_s=%+.3f both_down_to_first_start_s=%.3f "
-          "total_ct104_s=%s total_ct102_s=%s" % ((got1 - stop0, min(start.values()) - max(end.values())) + totals))
+    print("MULTINODE RESTART rank0_stop_to_rank1_end_s=%+.3f both_down_to_first_start_s=%.3f "
+          "total_ct104_s=%s total_ct102_s=%s" % ((end["ct102"] - stop0, min(start.values()) - max(end.values()))
+                                                 + totals))
 
 
 def test_held_gpu_memory_on_rank_1_blocks_the_start_on_both_hosts(replica, monkeypatch):
