@@ -17,18 +17,9 @@ import json
 import os
 import sys
 
+from lifecycle_report import load_jsonl  # beside this file: python3 puts its folder first on sys.path
+
 PHASES = ("imports", "scheduler_start", "init", "weight_load", "kv_cache", "cuda_graph", "server_start", "warm_up")
-
-
-def load_jsonl(path):
-    rows = []
-    with open(path) as handle:
-        for line in handle:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                pass
-    return rows
 
 
 def sigkill_epoch(stop):
