@@ -171,3 +171,10 @@ def documented(*args):
 def finish(proc, limit=600):
     out, _ = proc.communicate(timeout=limit)
     return proc.returncode, out
+
+
+def why(out, tail=2500):
+    """A failed run's output for an assertion message: every failed task's line (a long rollback report can push
+    it out of the tail), then the tail."""
+    failed = [line[:1500] for line in out.splitlines() if line.startswith("fatal:") or "FAILED!" in line]
+    return "\n".join(failed[-6:] + ["--- tail ---", out[-tail:]])

@@ -13,7 +13,7 @@ import json
 import pytest
 import yaml
 
-from labutil import LAB_MARKS, ROOT, finish, pct, playbook
+from labutil import LAB_MARKS, ROOT, finish, pct, playbook, why
 
 pytestmark = LAB_MARKS
 DEPLOY = "playbooks/deploy_eagle3.yml"
@@ -56,7 +56,7 @@ def before(lab_up):
 ], ids=["nccl", "args", "commit"])
 def test_a_pending_change_is_previewed_with_rc_0_and_changes_nothing(before, settings, decision, diff):
     rc, out = finish(playbook(DEPLOY, "--check", "--diff", "-e", json.dumps(settings)))
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert decision in out and all(d in out for d in diff), out[-4000:]
     assert "not checked in check mode" in out or "Verify | not checked" in out, out[-3000:]
     verified = line(out, "GPUSERVE_DEPLOY")["ct101"]

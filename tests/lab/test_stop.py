@@ -11,7 +11,7 @@ import json
 import subprocess
 import time
 
-from labutil import HELPER, LAB_MARKS, VMID, finish, node_env, pct, playbook, wait_for
+from labutil import HELPER, LAB_MARKS, VMID, finish, node_env, pct, playbook, wait_for, why
 
 pytestmark = LAB_MARKS
 
@@ -21,7 +21,7 @@ LOADS = "http://127.0.0.1:30000/v1/loads"
 
 def restart(*extra):
     rc, out = finish(playbook("playbooks/restart_server.yml", *extra), limit=300)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     return json.loads(pct("cat", MANIFEST).stdout), out
 
 
