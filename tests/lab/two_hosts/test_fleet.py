@@ -38,6 +38,10 @@ SLOW = ('[Service]\nEnvironment="GPUSIM_SLOW_WHEN=--mem-fraction-static 0.7" GPU
         'GPUSIM_SLOW_ACCEPT_LENGTH=1.5\n')
 
 
+# the canary verdict's clauses after its first: "; " and a figure's comparison, each ending in its bound, in parentheses
+MORE_CLAUSES = r"(?:; [^;]*?\((?:tolerance_pct|max_error_rate_pct)[^)]*\))*"
+
+
 def deploy_fleet(*extra, **evars):
     """deploy_eagle3.yml on the fleet; extra vars fleet_changes (every replica) and fleet_ct102_changes."""
     code, out = deploy(*extra, **evars)
@@ -135,7 +139,8 @@ def test_a_change_passes_its_canary_and_rolls_across_both_replicas_one_at_a_time
         time.sleep(2)
     assert code == 0, first_failure(out)
     flat = " ".join(out.split())
-    verdict = re.search(r"canary ct104 against control ct102 over \d+ s \(\d+ readings\): PASS: [^\"]*", flat)
+    verdict = re.search(r"canary ct104 against control ct102 over \d+ s \(\d+ readings\): PASS: time per output token: "
+                        r"[^;]*?\(tolerance_pct[^)]*\)" + MORE_CLAUSES, flat)
     assert verdict, out[-4000:]
     print("FLEET CANARY %s" % verdict.group(0))
     assert recap(out, "ct104")[0] > 0 and recap(out, "ct102")[0] > 0
@@ -192,7 +197,7 @@ def test_a_slower_canary_goes_back_to_its_old_config_the_control_never_restarts_
     assert code != 0 and recap(out, "ct104")[1] == 1, out[-3000:]
     verdict = re.search(r"canary ct104 against control ct102 over \d+ s \(\d+ readings\): FAIL: time per output "
                         r"token: canary ct104 [0-9.]+ ms, control ct102 [0-9.]+ ms, worse by [0-9.]+ %, threshold "
-                        r"[0-9.]+ % \(tolerance_pct 25.0, the control's own spread [^)]*\)[^\"]*", flat)
+                        r"[0-9.]+ % \(tolerance_pct 25.0, the control's own spread [^)]*\)" + MORE_CLAUSES, flat)
     assert verdict and "accept length: canary ct104" in verdict.group(0), out[-4000:]
     assert "Rollback: done: the last verified config is serving again" in flat, out[-3000:]
     assert re.search(r"the rollout stopped at ct104 \(its failure is above\)\. Which replica runs which config: "
