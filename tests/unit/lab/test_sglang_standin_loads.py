@@ -2,19 +2,13 @@
 drain waits on): num_running_reqs counts the requests in flight. Runs the stand-in on this host (loopback, one
 rank, simulated GPU files in a temporary directory); no lab needed."""
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.tests.support.net import free_port
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
+from ansible_collections.gpuserve.sglang.tests.support import standin as standin_support
 # SGLang 0.5.23's LoadSnapshot fields (managers/load_snapshot.py), as SMG 1.13.0 reads them (docs/research)
 SNAPSHOT = {"timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
             "num_used_tokens", "num_total_tokens", "num_active_tokens", "num_prealloc_ready_tokens",
@@ -30,30 +24,10 @@ def get(port, path):
 
 @pytest.fixture
 def standin(tmp_path):
-    dev = tmp_path / "dev"
-    dev.mkdir()
-    for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
-        (dev / name).write_bytes(b"")
-    port = free_port()
-    env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="20",
-               GPUSIM_WATCHDOG_S="0.1")
-    proc = subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--tp-size", "1", "--host",
-                             "127.0.0.1", "--port", str(port), "--max-running-requests", "16"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if get(port, "/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "the stand-in did not come up"
-            time.sleep(0.1)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    port, proc = standin_support.start(tmp_path, "--tp-size", "1", "--max-running-requests", "16",
+                                       GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="20", GPUSIM_WATCHDOG_S="0.1")
+    yield port
+    standin_support.stop(proc)
 
 
 def running(port):

@@ -3,10 +3,6 @@ only with --enable-metrics, SGLang's names and types, read by prometheus_client'
 driver's reader and by the canary's (_sglang_metrics); and GPUSIM_SLOW_WHEN makes one config slower. Runs the stand-in on this host (loopback, one rank, simulated GPU files in a
 temporary directory); no lab needed."""
 import json
-import os
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 
@@ -16,10 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench as b
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench_driver as d
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_metrics as m
-from ansible_collections.gpuserve.sglang.tests.support.net import free_port
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
+from ansible_collections.gpuserve.sglang.tests.support import standin as standin_support
 
 
 def request(port, path, body=None):
@@ -34,33 +27,18 @@ def request(port, path, body=None):
 
 @pytest.fixture
 def standin(tmp_path):
-    dev = tmp_path / "dev"
-    dev.mkdir()
-    for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
-        (dev / name).write_bytes(b"")
+    """standin(*args, **env): the port of a ready stand-in started with ARGS."""
     procs = []
 
     def start(*args, **extra_env):
-        port = free_port()
-        env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000",
-                   GPUSIM_WATCHDOG_S="0.1", **extra_env)
-        procs.append(subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--host", "127.0.0.1",
-                                       "--port", str(port)] + list(args), env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if request(port, "/health")[0] == 200:
-                    return port
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and procs[-1].poll() is None, "the stand-in did not come up"
-            time.sleep(0.1)
+        port, proc = standin_support.start(tmp_path, *args, **dict(dict(
+            GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000", GPUSIM_WATCHDOG_S="0.1"), **extra_env))
+        procs.append(proc)
+        return port
 
     yield start
     for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=30)
+        standin_support.stop(proc)
 
 
 def test_metrics_count_finished_requests_with_sglangs_names_and_types(standin):

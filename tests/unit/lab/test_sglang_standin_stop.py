@@ -7,8 +7,6 @@ import importlib.util
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import types
@@ -17,10 +15,9 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.tests.support.net import free_port
+from ansible_collections.gpuserve.sglang.tests.support import standin as standin_support
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-STANDIN = os.path.join(ROOT, "lab", "files", "sglang_standin.py")
+STANDIN = standin_support.STANDIN
 WATCHDOG_S = 0.5
 
 
@@ -38,34 +35,15 @@ def standin(tmp_path):
     procs = []
 
     def make(**extra):
-        dev = tmp_path / "dev"
-        dev.mkdir(exist_ok=True)
-        for name in ("nvidia0", "nvidiactl", "nvidia-uvm"):
-            (dev / name).write_bytes(b"")
-        port = free_port()
-        log = tmp_path / ("standin-%d.log" % port)
-        env = dict(os.environ, GPUSIM_DEV_DIR=str(dev), GPUSIM_WARMUP_S="0.1", GPUSIM_TOKENS_PER_S="20",
-                   GPUSIM_NOISE="0", GPUSIM_WATCHDOG_S=str(WATCHDOG_S), **extra)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, STANDIN, "--model-path", "sim/x", "--tp-size", "1", "--host",
-                                     "127.0.0.1", "--port", str(port), "--max-running-requests", "1"], env=env,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        log = tmp_path / ("standin-%d.log" % len(procs))
+        port, proc = standin_support.start(tmp_path, "--tp-size", "1", "--max-running-requests", "1", log=log,
+                                           GPUSIM_WARMUP_S="0.1", GPUSIM_TOKENS_PER_S="20", GPUSIM_NOISE="0",
+                                           GPUSIM_WATCHDOG_S=str(WATCHDOG_S), **extra)
         procs.append(proc)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if get(port, "/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "the stand-in did not come up"
-            time.sleep(0.05)
         return port, proc, log
     yield make
     for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        standin_support.stop(proc)
 
 
 def generate(port, tokens, results):
