@@ -15,13 +15,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 LANES = {
     "main": {
-        "what": "molecule default on scripts/deploy's lab, the stop, the benchmark, the lab's own checks, molecule "
-                "rebuild last",
+        "what": "molecule default on scripts/deploy's lab, the stop, the benchmark, the lab's own checks, a "
+                "SIMULATED host reboot, molecule rebuild last",
         "node": "lab-pve", "vmid": "101", "host": "ct101", "inventory": None,
         "nodes": ["lab-pve"], "vmids": ["101"],
         "steps": [("molecule", "default"),
                   ("pytest", ["tests/lab/test_check_mode.py", "tests/lab/test_stop.py", "tests/lab/test_benchmark.py",
-                              "tests/lab/test_gpu_ownership.py", "tests/lab/test_lab_lab.py"]),
+                              "tests/lab/test_gpu_ownership.py", "tests/lab/test_lab_lab.py",
+                              "tests/lab/test_host_boot.py"]),
                   ("molecule", "rebuild")],
     },
     "faults": {

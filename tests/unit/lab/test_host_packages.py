@@ -39,6 +39,10 @@ NOT_PACKAGED = {
     "/opt/wheels": "an optional local wheel directory (--find-links)",
     "/opt/gpuserve-lab/sglang.git": "inside the CT: the bind-mounted lab SGLang repository",
     "/etc/gpuserve-lab/gpusim.conf": "inside the CT: the SIMULATED GPU settings",
+    "/etc/gpuserve-lab/userspace-version": "inside the CT: its SIMULATED NVIDIA userspace version (lab/lab boot)",
+    "/proc/driver/nvidia/version": "a real driver's, named in a comment (the lab writes a SIMULATED copy)",
+    "/usr/local/bin": "systemd's search path for a unit's bare command (lab/lab boot runs the boot unit's)",
+    "/usr/local/sbin": "systemd's search path for a unit's bare command (lab/lab boot runs the boot unit's)",
     "/sys/fs/cgroup/cpuacct": "the kernel's cgroup v1 CPU accounting (the CI profile), not a package file",
     "/sys/fs/cgroup/unified": "the kernel's cgroup v2 hierarchy (the CI profile), not a package file",
 }
