@@ -158,6 +158,8 @@ def _spawn_holder(fd, token, until):
     os.close(ready_w)
     with os.fdopen(ready_r, "rb") as ready:
         started = bool(select.select([ready], [], [], HOLDER_START_S)[0]) and ready.read(2) == b"ok"
+        # then its end closed (EOF): until then the holder still has the pipe, beside the lock, as its caller sees
+        started = started and bool(select.select([ready], [], [], HOLDER_START_S)[0]) and ready.read(1) == b""
     if not started:  # its exec failed, or it hangs before it runs: end it, reap it
         if pid > 1:  # never 0 (this whole process group) or 1, whatever went wrong above
             try:
