@@ -91,5 +91,5 @@ def test_joining_without_a_list_finds_the_entry_derived_from_the_replicas_and_se
 
 def test_joining_a_list_without_this_replica_sends_empty_labels():
     gw = {"sglang_gateway_workers": [{"url": "http://10.66.0.102:30000"}]}
-    assert gateway_registration(gw, URL, "present", [], HV, 30080) == {"gateway_url": "http://127.0.0.1:30080",
-                                                                        "labels": {}}
+    want = {"gateway_url": "http://127.0.0.1:30080", "labels": {}}
+    assert gateway_registration(gw, URL, "present", [], HV, 30080) == want
