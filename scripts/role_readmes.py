@@ -56,7 +56,9 @@ def render(role):
             out.append("    tasks_from: %s" % entry)
         mine = list(spec.get("options") or {})
         others = [name for name in options if name not in mine]
-        if not others:
+        if not options:
+            takes = "none"
+        elif not others:
             takes = "every one"
         elif len(others) < len(mine):
             takes = "every one but %s" % ", ".join("`%s`" % name for name in others)

@@ -1,8 +1,8 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The canary step of a rolling deploy (docs/fleet.md, "The canary"): which replica is the canary and which one its
-control, and the verdict of the window (module_utils/_canary.py). The sglang_server role's tasks/canary.yml passes
-what it read and keeps the order of the steps; each reason has a unit test."""
+control, and the verdict of the window (module_utils/_canary.py). The sglang_canary role (sglang_server includes it)
+passes what it read and keeps the order of the steps; each reason has a unit test."""
 
 from ansible.errors import AnsibleFilterError
 

@@ -230,9 +230,10 @@ def state(result, paths, installed=None):
     }
 
 
-def failure(result, task):
+def failure(result, task, stopped=None):
     """{task, msg} of a failed lifecycle step, for the rollback's final error: the step's message, and what a
-    helper command said went wrong (its JSON 'error', else its 'phase')."""
+    helper command said went wrong (its JSON 'error', else its 'phase'); with stopped given, also whether the
+    server had been stopped when it failed (the rollback's condition: a later lifecycle run resets the fact)."""
     result = result or {}
     said = answer(result)
     detail = said.get('error') or said.get('phase') or ''
@@ -242,7 +243,10 @@ def failure(result, task):
         msg = '%s: %s' % (msg[:-1] if msg.endswith('.') else msg, detail)
     if len(msg) > FAILURE_CHARS:
         msg = msg[:FAILURE_CHARS] + '...'
-    return {'task': task or '?', 'msg': msg}
+    out = {'task': task or '?', 'msg': msg}
+    if stopped is not None:
+        out['stopped'] = bool(stopped)
+    return out
 
 
 def listen(argv):
@@ -278,8 +282,10 @@ def behind(replica, hostvars, host, step):
 
 
 def rolls_back(replica, hostvars):
-    """Whether the replica rolls back: a node that stopped leaves its peers waiting for a rank 0 that is gone."""
-    return any(bool(hostvars[node['host']].get('__sglang_server_rollback_needed')) for node in replica['nodes'])
+    """Whether the replica rolls back: a node that stopped (its failure's `stopped`, filter sglang_failure) leaves its
+    peers waiting for a rank 0 that is gone."""
+    return any(bool((hostvars[node['host']].get('__sglang_server_failure') or {}).get('stopped'))
+               for node in replica['nodes'])
 
 
 # Settings that differ between the nodes of one server by design

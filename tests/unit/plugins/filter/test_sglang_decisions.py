@@ -354,6 +354,12 @@ def test_a_failure_keeps_the_steps_message_and_what_the_helper_said():
     assert sd.failure(None, "t") == {"task": "t", "msg": ""}
 
 
+def test_a_failure_says_whether_the_server_was_stopped_when_asked():
+    assert sd.failure({"msg": "m"}, "t", True) == {"task": "t", "msg": "m", "stopped": True}
+    assert sd.failure({"msg": "m"}, "t", "") == {"task": "t", "msg": "m", "stopped": False}
+    assert "stopped" not in sd.failure({"msg": "m"}, "t")
+
+
 def test_a_long_failure_is_cut():
     assert sd.failure({"msg": "x" * 2000}, "t")["msg"] == "x" * 2000
     assert sd.failure({"msg": "x" * 2001}, "t")["msg"] == "x" * 2000 + "..."
@@ -399,9 +405,10 @@ def test_the_nodes_behind_a_barrier():
 
 
 def test_a_replica_rolls_back_once_any_node_stopped():
-    hv = {"a0": {"__sglang_server_rollback_needed": False}, "a1": {}, "a2": {"__sglang_server_rollback_needed": True}}
+    hv = {"a0": {"__sglang_server_failure": {"stopped": False}}, "a1": {},
+          "a2": {"__sglang_server_failure": {"task": "t", "msg": "", "stopped": True}}}
     assert sd.rolls_back(REPLICA, hv) is True
-    hv["a2"]["__sglang_server_rollback_needed"] = False
+    hv["a2"]["__sglang_server_failure"]["stopped"] = False
     assert sd.rolls_back(REPLICA, hv) is False
 
 
