@@ -31,8 +31,8 @@ def standin(tmp_path):
     procs = []
 
     def start(*args, **extra_env):
-        port, proc = standin_support.start(tmp_path, *args, **dict(dict(
-            GPUSIM_WARMUP_S="0.2", GPUSIM_TOKENS_PER_S="2000", GPUSIM_WATCHDOG_S="0.1"), **extra_env))
+        env = {"GPUSIM_WARMUP_S": "0.2", "GPUSIM_TOKENS_PER_S": "2000", "GPUSIM_WATCHDOG_S": "0.1", **extra_env}
+        port, proc = standin_support.start(tmp_path, *args, **env)
         procs.append(proc)
         return port
 
