@@ -14,7 +14,8 @@ import subprocess
 import pytest
 
 import lanes
-from labutil import LAB, LAB_MARKS, NODE, VMID, ct_status, finish, node_env, pct, playbook, wait_for, wait_ready
+from labutil import (LAB, LAB_MARKS, NODE, VMID, ct_status, finish, node_env, pct, playbook, wait_for, wait_ready,
+                     why)
 
 pytestmark = LAB_MARKS
 GPU_FILES = os.path.join(lanes.node_dir(NODE), "gpus")
@@ -85,7 +86,7 @@ def test_a_reboot_brings_the_server_back_verified_with_no_hand_step(deployed):
     wait_ready()
     assert unit()["InvocationID"] not in ("", before)  # a new start (its PID may be the same in a new namespace)
     rc, out, line = audit()
-    assert rc == 0 and line is not None, out[-4000:]
+    assert rc == 0 and line is not None, why(out)
     assert line["ok"] is True and line["drift"] == [], line["drift"]
     assert line["verification"]["ok"] is True, line["verification"]["problems"]
     assert line["verification"]["unit"]["started_at_boot"] is True, line["verification"]["unit"]
@@ -97,10 +98,10 @@ def test_without_the_boot_unit_the_container_does_not_start_and_the_audit_names_
     assert "CT %s: dev0: device /dev/nvidia0 does not exist" % VMID in err, err
     assert ct_status() == "status: stopped"
     rc, out, line = audit()
-    assert rc != 0 and line is None, out[-4000:]
-    assert "CT %s is stopped on %s" % (VMID, NODE) in out, out[-4000:]
+    assert rc != 0 and line is None, why(out)
+    assert "CT %s is stopped on %s" % (VMID, NODE) in out, why(out)
     missing = out.split("the device nodes CT %s passes (devN) are missing on %s: " % (VMID, NODE), 1)
-    assert len(missing) == 2, out[-4000:]
+    assert len(missing) == 2, why(out)
     assert all(node in missing[1].split(". ", 1)[0].split(", ") for node in ("/dev/nvidia0", "/dev/nvidia-uvm"))
 
 
@@ -116,5 +117,5 @@ def test_after_a_host_driver_update_the_server_stays_down_and_the_audit_names_bo
     assert "this container's NVIDIA userspace is %s (Driver/library version mismatch)" % short in journal, journal
     assert unit()["Result"] == "exit-code" and unit()["MainPID"] == "0"
     rc, out, line = audit()
-    assert rc != 0, out[-4000:]
-    assert "container userspace %s does not match host kernel module %s" % (short, NEW_DRIVER) in out, out[-4000:]
+    assert rc != 0, why(out)
+    assert "container userspace %s does not match host kernel module %s" % (short, NEW_DRIVER) in out, why(out)
