@@ -21,6 +21,19 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._speculative impor
 DRAFT_WORKS_ABOVE = 1.05
 
 
+def _scattered_baseline(baselines, key, drift_pct):
+    """Why a drift may be no drift: a baseline visit whose own repeats scatter beyond the drift allowed was not
+    steady, so its median is no reference. Seen on a real H100: the first visit after the machine's first server
+    start ran two of its four batches of 32 at a fifth and a quarter of the later speed (time to first token 1.4 and
+    0.9 s, against 0.05 s in every later visit)."""
+    for b in baselines:
+        out = b["concurrency"][key]["output_throughput"]
+        if out["spread_pct"] is not None and out["spread_pct"] > drift_pct:
+            return ("; baseline visit %d's own repeats scatter %.1f%% (%.2f-%.2f tok/s): it was not steady, "
+                    "so raise sglang_benchmark_warmup_runs" % (b["index"], out["spread_pct"], out["min"], out["max"]))
+    return ""
+
+
 def _pct(new, old):
     return (new / old - 1.0) * 100.0 if old else None
 
@@ -251,8 +264,9 @@ def verdict(runs, visits, drift_pct=3.0, min_speedup_pct=3.0, throttle_reasons=D
                     if drift > drift_pct:
                         comp["problems"].append(
                             "visit %d %s at concurrency %d: baseline drifted %.1f%% (%.2f -> %.2f tok/s), "
-                            "more than the %.1f%% allowed"
-                            % (vs["index"], vs["arm"], conc, drift, meds[0], meds[1], drift_pct))
+                            "more than the %.1f%% allowed%s"
+                            % (vs["index"], vs["arm"], conc, drift, meds[0], meds[1], drift_pct,
+                               _scattered_baseline(adj, key, drift_pct)))
             elif arm_med is None:
                 comp["problems"].append("visit %d %s: no run at concurrency %d" % (vs["index"], vs["arm"], conc))
             elif adj:

@@ -72,6 +72,23 @@ def test_an_arm_with_one_drifted_round_is_invalid_not_accepted(drifted_round, sp
     assert v["summary"].startswith("INVALID: " + drift)
 
 
+def test_a_drift_from_a_baseline_that_was_not_steady_says_so_and_what_to_raise():
+    # the real H100 run's shape: baseline visit 0 ran one repeat at a quarter of the later speed (not warm), so its
+    # median sits 20% under visit 2's; the drift is named with visit 0's own scatter and the setting that cures it
+    visits = b.plan_arms(SERVER_ARGS, ARMS[:1], 48)
+    runs = h200_runs(visits, {0: 100.0, 1: 90.0, 2: 125.0})
+    slow = next(r for r in runs if r["visit"] == 0 and r["repeat"] == 1)
+    slow["metrics"]["output_throughput"] = 30.0
+    v = bv.verdict(runs, visits)
+    problem = arms_of(v)["eagle3-s2"]["problems"][0]
+    assert problem.startswith("visit 1 eagle3-s2 at concurrency 1: baseline drifted")
+    assert problem.endswith("; baseline visit 0's own repeats scatter 70.3% (30.00-100.20 tok/s): it was not steady, "
+                            "so raise sglang_benchmark_warmup_runs")
+    # steady baselines that drift get no such hint: the drift is the server's, not the visit's
+    v = bv.verdict(h200_runs(visits, {0: 100.0, 1: 90.0, 2: 125.0}), visits)
+    assert arms_of(v)["eagle3-s2"]["problems"][0].endswith("more than the 3.0% allowed")
+
+
 # ------------------------------------------------------------------ the speedup is against the mean of both baselines
 
 
