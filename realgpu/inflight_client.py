@@ -25,7 +25,9 @@ def health(base):
 
 def worker(base, tokens, out, lock, deadline, index):
     body = json.dumps({"text": "Write a long story about a lighthouse keeper and the sea.",
-                       "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}).encode()
+                       # greedy: the carried install has no flashinfer, whose headers SGLang's JIT needs for
+                       # EAGLE's sampled verify (temperature > 0 crashed the scheduler, 2026-12-06)
+                       "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True, "temperature": 0}}).encode()
     n = 0
     while time.time() < deadline and health(base) == 200:
         n += 1

@@ -363,6 +363,7 @@ stops_collect() {  # the manifests, the shim's stop records, the journal and the
     local d=$1
     kill "${OBS:-}" 2>/dev/null
     rm -rf "$d/var-lib-gpuserve" && cp -r /var/lib/gpuserve "$d/var-lib-gpuserve" 2>/dev/null
+    cp "$RUN/lifecycle/observer-bench.jsonl" "$d/" 2>/dev/null  # the bench's restarts have their stops too
     cp -r /run/gpuserve-shim "$d/shim-state" 2>/dev/null
     journalctl --unit sglang.service --no-pager --output short-iso >"$d/journal.txt" 2>&1
     "$PY" "$WT/realgpu/stops_report.py" "$d" >"$d/report.md" 2>&1
@@ -371,7 +372,7 @@ stops_collect() {  # the manifests, the shim's stop records, the journal and the
 }
 
 phase_stops() {
-    local d=$RUN/stops n=${REPS:-10} i; mkdir -p "$d"
+    local d=$RUN/stops n=${REPS:-10} i; mkdir -p "$d" "$RUN/lifecycle"  # play() logs there
     use_site; device_minor
     [ "$(main_pid)" -gt 0 ] 2>/dev/null || play stops_deploy "$WT/realgpu/h200/deploy.yml" || return 1
     observer "$d/observer.jsonl"
@@ -396,7 +397,7 @@ phase_stops() {
 }
 
 phase_rollback() {
-    local d=$RUN/stops before args=${ROLLBACK_ARGS:-'{"mem_fraction_static": 0.001}'}; mkdir -p "$d"
+    local d=$RUN/stops before args=${ROLLBACK_ARGS:-'{"mem_fraction_static": 0.001}'}; mkdir -p "$d" "$RUN/lifecycle"
     use_site; device_minor
     [ "$(main_pid)" -gt 0 ] 2>/dev/null || play rollback_deploy "$WT/realgpu/h200/deploy.yml" || return 1
     before=$(main_pid)

@@ -31,8 +31,12 @@ def sigkill_epoch(stop):
     return stop["signal_epoch"] + (kill[0]["at_s"] - signals[0]["at_s"]) if kill else None
 
 
-def physical(observer, after):
-    zeros = [row["t"] for row in observer if not row.get("busy") and row["t"] >= after - 0.001]
+def physical(observers, after):
+    """The first read of 0 bytes after `after`, from an observer that was already watching then: each file covers
+    only its own run (it logs changes, so a file started later would name its own first read)."""
+    zeros = [next((row["t"] for row in rows if not row.get("busy") and row["t"] >= after - 0.001), None)
+             for rows in observers if rows and rows[0]["t"] <= after]
+    zeros = [t for t in zeros if t is not None]
     return min(zeros) if zeros else None
 
 
@@ -45,15 +49,13 @@ def restarts(directory):
     for path in sorted(glob.glob(os.path.join(directory, "var-lib-gpuserve", "history", "*.json"))):
         with open(path) as handle:
             manifests.append(json.load(handle))
-    observer = []
-    for path in glob.glob(os.path.join(directory, "observer*.jsonl")):
-        observer += load_jsonl(path)
-    observer.sort(key=lambda row: row["t"])
+    observers = [sorted(load_jsonl(path), key=lambda row: row["t"])
+                 for path in glob.glob(os.path.join(directory, "observer*.jsonl"))]
     rows = []
     for m in manifests:
         stop, times, release = m.get("stop") or {}, m.get("times") or {}, m.get("release") or {}
         kill = sigkill_epoch(stop)
-        phys = physical(observer, kill) if kill is not None else None
+        phys = physical(observers, kill) if kill is not None else None
         gate = release.get("gate_passed_epoch")
         row = {"begin": times.get("begin"), "phase": m.get("phase"), "how": stop.get("how"),
                "in_flight": (stop.get("load") or {}).get("in_flight"), "cut": (stop.get("drain") or {}).get("cut"),
