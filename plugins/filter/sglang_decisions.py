@@ -544,6 +544,19 @@ def stop_refusals(facts):
     return found
 
 
+def env_proof_said(proof, unit, variables):
+    """{ok, msg} of the env proof's answer (gpuserve-sglang env-proof) for the lifecycle's assert: how many processes
+    and schedulers carry all the variables, or why not, with the first process's mismatches."""
+    proof = proof if isinstance(proof, dict) else {}
+    if proof.get('ok'):
+        return {'ok': True, 'msg': '%d processes (%s schedulers) carry all %d variables'
+                % (len(proof.get('processes') or ()), proof.get('schedulers'), int(variables))}
+    mismatched = [p.get('mismatched') for p in proof.get('processes') or () if not p.get('ok')]
+    parts = ['Environment proof failed for %s: %s.' % (unit, proof.get('error')), proof.get('hint') or '',
+             'Mismatches: %s' % ((mismatched[0] if mismatched else None) or {})]
+    return {'ok': False, 'msg': ' '.join(part for part in parts if part)}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -564,4 +577,5 @@ class FilterModule:
             'sglang_gate_count': gate_count,
             'sglang_unit_stop_timeout': unit_stop_timeout,
             'sglang_stop_refusals': stop_refusals,
+            'sglang_env_proof_said': env_proof_said,
         }

@@ -704,7 +704,7 @@ def test_the_filters():
         "sglang_drift", "sglang_reasons", "sglang_decision", "sglang_verification", "sglang_state", "sglang_failure", "sglang_listen", "sglang_peer_reasons",
         "sglang_replica_behind", "sglang_replica_rolls_back", "sglang_validation",
         "sglang_launch_problems", "sglang_bound_problems", "sglang_gate_selector", "sglang_gate_count",
-        "sglang_unit_stop_timeout", "sglang_stop_refusals"])
+        "sglang_unit_stop_timeout", "sglang_stop_refusals", "sglang_env_proof_said"])
     assert sd.FilterModule().filters()["sglang_drift"] is sd.drift
 
 
@@ -743,3 +743,23 @@ def test_stop_refusals_gpus_that_cannot_serve_say_why_or_that_the_read_failed():
 
 def test_stop_refusals_both_at_once():
     assert len(refusals(room=df('1'), health={'passed': False, 'msg': 'x'})) == 2
+
+
+# sglang_env_proof_said: the lifecycle's env proof assert (env_proof.yml)
+def test_env_proof_said_counts_what_passed():
+    proof = {'ok': True, 'schedulers': 2, 'processes': [{'ok': True}, {'ok': True}, {'ok': True}]}
+    assert sd.env_proof_said(proof, 'sglang.service', 5) == {
+        'ok': True, 'msg': '3 processes (2 schedulers) carry all 5 variables'}
+
+
+def test_env_proof_said_names_the_unit_the_error_the_hint_and_the_first_mismatches():
+    proof = {'ok': False, 'error': '1 of 2 processes lack the expected environment: PIDs [1805]', 'hint': 'Restart it.',
+             'processes': [{'ok': True}, {'ok': False, 'mismatched': {'NCCL_PROTO': {'want': 'LL', 'got': None}}}]}
+    assert sd.env_proof_said(proof, 'sglang.service', 5) == {'ok': False, 'msg': (
+        "Environment proof failed for sglang.service: 1 of 2 processes lack the expected environment: PIDs [1805]. "
+        "Restart it. Mismatches: {'NCCL_PROTO': {'want': 'LL', 'got': None}}")}
+
+
+def test_env_proof_said_without_processes_or_hint():
+    said = sd.env_proof_said({'ok': False, 'error': 'no process in the unit', 'processes': []}, 'sglang.service', 5)
+    assert said == {'ok': False, 'msg': 'Environment proof failed for sglang.service: no process in the unit. Mismatches: {}'}
