@@ -520,6 +520,43 @@ def gate_count(selector):
     return len(selector['minors']) or len(selector['gpus']) or selector['expected_count']
 
 
+def stop_refusals(facts):
+    """Why the lifecycle must not stop the server, one message each, [] when none: too little room left for the
+    record in the manifest directory (room: the registered df --output=avail --block-size=1M read, skipped when
+    min_free_mib is 0), GPUs that cannot serve (health: sglang_server_gpu_health; none when not read)."""
+    found = []
+    room = facts.get('room') or {}
+    if room and not room.get('skipped'):
+        lines = room.get('stdout_lines') or ['']
+        free = str(lines[-1]).strip()
+        need = int(facts.get('min_free_mib') or 0)
+        if not re.match(r'^[0-9]+$', free) or int(free) < need:
+            amount = free if re.match(r'^[0-9]+$', free) else 'an unknown amount of (df said: %s)' % room.get('stdout', '')
+            found.append('not restarting: %s has %s MiB free, and the manifest, its history and the last verified '
+                         'config, written after the new server is verified, need at least %d MiB '
+                         '(sglang_server_min_free_mib). Nothing was stopped: the server runs as before. Free space '
+                         'there, then run again.' % (facts.get('dir'), amount, need))
+    health = facts.get('health')
+    if isinstance(health, dict) and not health.get('passed'):
+        found.append('not restarting: %s. Nothing was stopped: the server runs as before. Fix the GPU (or set the '
+                     'check in sglang_server_gate_health to warn or ignore), then run again.'
+                     % (health.get('msg') or 'the health read failed'))
+    return found
+
+
+def env_proof_said(proof, unit, variables):
+    """{ok, msg} of the env proof's answer (gpuserve-sglang env-proof) for the lifecycle's assert: how many processes
+    and schedulers carry all the variables, or why not, with the first process's mismatches."""
+    proof = proof if isinstance(proof, dict) else {}
+    if proof.get('ok'):
+        return {'ok': True, 'msg': '%d processes (%s schedulers) carry all %d variables'
+                % (len(proof.get('processes') or ()), proof.get('schedulers'), int(variables))}
+    mismatched = [p.get('mismatched') for p in proof.get('processes') or () if not p.get('ok')]
+    parts = ['Environment proof failed for %s: %s.' % (unit, proof.get('error')), proof.get('hint') or '',
+             'Mismatches: %s' % ((mismatched[0] if mismatched else None) or {})]
+    return {'ok': False, 'msg': ' '.join(part for part in parts if part)}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -539,4 +576,6 @@ class FilterModule:
             'sglang_gate_selector': gate_selector,
             'sglang_gate_count': gate_count,
             'sglang_unit_stop_timeout': unit_stop_timeout,
+            'sglang_stop_refusals': stop_refusals,
+            'sglang_env_proof_said': env_proof_said,
         }

@@ -5,8 +5,8 @@
 Private to this collection. A reading is the result of the gate's health stage (_gate.health_stage: `gpus` as
 _gpu_health.summary keeps them, `findings` as _gpu_health.judge makes them, `xid_since_boot_s`), as the deployment
 manifest records it (`gate.health`, read before the verified start) and as a later read gives it. Two callers:
-audit.yml (filter gpuserve.sglang.health_drift: the manifest's reading against one now, since the verified start)
-and the benchmark's verdict (_bench_verdict: each arm's readings against its adjacent baselines'). Standard
+the audit (from_manifest, for the filters gpuserve.sglang.health_drift and sglang_audit: the manifest's reading
+against one now, since the verified start) and the benchmark's verdict (_bench_verdict: each arm's readings against its adjacent baselines'). Standard
 library and _gpu_health only. A value either side does not know is reported as unknown, never as unchanged.
 """
 from __future__ import annotations
@@ -123,6 +123,22 @@ def drift(recorded, current, started_epoch=None, checks=None, read_error=None):
     failed = [i['message'] for i in items if not i['unknown'] or actions[i['check']] == 'refuse']
     return dict(status='drift' if found else 'unknown' if unknown else 'no drift', ok=not failed, failed=failed,
                 drift=found, unknown=unknown, notes=[], items=items)
+
+
+def from_manifest(manifest, read, checks=None):
+    """drift() of a deployment manifest (a dict, or empty when there is none) against the registered result of a
+    health read now (its `health`, or its `msg` when it failed); checks: the gate's health option. An unknown check
+    or action in checks raises _nvidia_smi.SmiError."""
+    manifest = manifest if isinstance(manifest, dict) else {}
+    read = read if isinstance(read, dict) else {}
+    started = (manifest.get('times') or {}).get('started_epoch')
+    try:
+        started = None if started in (None, '') else float(started)
+    except (TypeError, ValueError):
+        started = None
+    current = read.get('health') if isinstance(read.get('health'), dict) else None
+    return drift((manifest.get('gate') or {}).get('health'), current, started, checks,
+                 read_error=None if current is not None else read.get('msg') or 'the health read did not run')
 
 
 def differences(a, b):

@@ -204,7 +204,8 @@ def drawn():
     """(solid arrows, dotted arrows) of the mermaid picture, as (from file, to file)."""
     text = read("docs", "architecture.md")
     (block,) = re.findall(r"```mermaid\n(.*?)```", text, re.S)
-    folders = {"m": "plugins/modules/%s.py", "f": "plugins/filter/%s.py", "u": "plugins/module_utils/_%s.py"}
+    folders = {"m": "plugins/modules/%s.py", "f": "plugins/filter/%s.py", "u": "plugins/module_utils/_%s.py",
+               "a": "plugins/action/%s.py", "l": "plugins/lookup/%s.py"}
 
     def path(node):
         kind, _, stem = node.partition("_")

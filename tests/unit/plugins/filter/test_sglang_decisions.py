@@ -704,5 +704,62 @@ def test_the_filters():
         "sglang_drift", "sglang_reasons", "sglang_decision", "sglang_verification", "sglang_state", "sglang_failure", "sglang_listen", "sglang_peer_reasons",
         "sglang_replica_behind", "sglang_replica_rolls_back", "sglang_validation",
         "sglang_launch_problems", "sglang_bound_problems", "sglang_gate_selector", "sglang_gate_count",
-        "sglang_unit_stop_timeout"])
+        "sglang_unit_stop_timeout", "sglang_stop_refusals", "sglang_env_proof_said"])
     assert sd.FilterModule().filters()["sglang_drift"] is sd.drift
+
+
+# sglang_stop_refusals: why the lifecycle must not stop the server (lifecycle_before_stop.yml)
+def df(free):
+    return {'stdout': 'Avail\n%s' % free, 'stdout_lines': ['Avail', free], 'rc': 0}
+
+
+def refusals(**facts):
+    return sd.FilterModule().filters()['sglang_stop_refusals'](dict({'min_free_mib': 256, 'dir': '/var/lib/gpuserve'}, **facts))
+
+
+def test_stop_refusals_none_with_room_and_healthy_gpus():
+    assert refusals(room=df('  300'), health={'passed': True, 'refused': [], 'msg': ''}) == []
+    assert refusals(room={'skipped': True, 'changed': False}, health=None) == []  # the room check is off (0 MiB)
+
+
+def test_stop_refusals_too_little_room_names_the_directory_and_the_need():
+    assert refusals(room=df('255')) == [
+        'not restarting: /var/lib/gpuserve has 255 MiB free, and the manifest, its history and the last verified config, '
+        'written after the new server is verified, need at least 256 MiB (sglang_server_min_free_mib). Nothing was '
+        'stopped: the server runs as before. Free space there, then run again.']
+
+
+def test_stop_refusals_an_unreadable_df_answer_is_too_little_room():
+    (found,) = refusals(room={'stdout': 'df: oops', 'stdout_lines': ['df: oops']})
+    assert found.startswith('not restarting: /var/lib/gpuserve has an unknown amount of (df said: df: oops) MiB free')
+
+
+def test_stop_refusals_gpus_that_cannot_serve_say_why_or_that_the_read_failed():
+    assert refusals(health={'passed': False, 'msg': 'GPU health: not starting on a GPU that cannot serve: GPU 0'}) == [
+        'not restarting: GPU health: not starting on a GPU that cannot serve: GPU 0. Nothing was stopped: the server '
+        'runs as before. Fix the GPU (or set the check in sglang_server_gate_health to warn or ignore), then run again.']
+    assert refusals(health={'passed': False, 'msg': ''})[0].startswith('not restarting: the health read failed. ')
+
+
+def test_stop_refusals_both_at_once():
+    assert len(refusals(room=df('1'), health={'passed': False, 'msg': 'x'})) == 2
+
+
+# sglang_env_proof_said: the lifecycle's env proof assert (env_proof.yml)
+def test_env_proof_said_counts_what_passed():
+    proof = {'ok': True, 'schedulers': 2, 'processes': [{'ok': True}, {'ok': True}, {'ok': True}]}
+    assert sd.env_proof_said(proof, 'sglang.service', 5) == {
+        'ok': True, 'msg': '3 processes (2 schedulers) carry all 5 variables'}
+
+
+def test_env_proof_said_names_the_unit_the_error_the_hint_and_the_first_mismatches():
+    proof = {'ok': False, 'error': '1 of 2 processes lack the expected environment: PIDs [1805]', 'hint': 'Restart it.',
+             'processes': [{'ok': True}, {'ok': False, 'mismatched': {'NCCL_PROTO': {'want': 'LL', 'got': None}}}]}
+    assert sd.env_proof_said(proof, 'sglang.service', 5) == {'ok': False, 'msg': (
+        "Environment proof failed for sglang.service: 1 of 2 processes lack the expected environment: PIDs [1805]. "
+        "Restart it. Mismatches: {'NCCL_PROTO': {'want': 'LL', 'got': None}}")}
+
+
+def test_env_proof_said_without_processes_or_hint():
+    said = sd.env_proof_said({'ok': False, 'error': 'no process in the unit', 'processes': []}, 'sglang.service', 5)
+    assert said == {'ok': False, 'msg': 'Environment proof failed for sglang.service: no process in the unit. Mismatches: {}'}

@@ -1,4 +1,4 @@
-"""lookup gpuserve.sglang.controller_run: this run's identity, and whether a recorded run still lives.
+"""lookup gpuserve.sglang.controller_run (its logic: module_utils/_controller_run.py): this run's identity, and whether a recorded run still lives.
 
 A fake /proc (stat, cmdline, boot_id, btime) drives the process-tree walk and the liveness rules; the real /proc
 checks the two on this very process and on a child that has exited.
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.lookup import controller_run as cr
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _controller_run as cr
 from ansible_collections.gpuserve.sglang.plugins.lookup.controller_run import LookupModule
 
 PLAYBOOK = b'/venv/bin/python3\0/venv/bin/ansible-playbook\0-i\0inventory/lab\0playbooks/restart_server.yml\0x.yaml\0'
