@@ -41,13 +41,16 @@ def manifest(facts):
     sglang_version), env_proof (env-proof's answer), driver (the driver command's answer), times (begin, begin_iso,
     stopping, stopped, started, ready: epochs; no `stopped` when gpu_release ran the stop, whose timings then have
     stop_s), done (epoch), stop (gpuserve-sglang stop's answer), release (gpu_release's result), ready (rank 0's
-    wait-ready answer), generation (rank 0's /generate answer), replica (name, nnodes, nodes), node_rank, through."""
+    wait-ready answer, with its /generate answer under generation), replica (name, nnodes, nodes), node_rank,
+    through."""
     if not isinstance(facts, dict):
         raise AnsibleFilterError('sglang_manifest: expected a dict of the lifecycle facts, got %s' % type(facts).__name__)
     need(facts, 'service', 'host', 'state', 'validation', 'env_proof', 'driver', 'times', 'done', 'release', 'ready',
-         'generation', 'replica', 'node_rank', 'through')
+         'replica', 'node_rank', 'through')
     state, times, release = facts['state'], facts['times'], facts['release'] or {}
-    proof, replica, generation = facts['env_proof'], facts['replica'], facts['generation'] or {}
+    proof, replica = facts['env_proof'], facts['replica']
+    ready_said = dict(facts['ready'] or {})
+    generation = ready_said.pop('generation', None) or {}
     begin, started = float(times['begin']), float(times['started'])
     ready, done = float(times['ready']), float(facts['done'])
     stopping = float(times['stopping'])
@@ -98,7 +101,7 @@ def manifest(facts):
                     'gate_passed_epoch': release.get('gate_passed_epoch')},
         # the gate's figures without its raw nvidia-smi text
         'gate': dict((k, v) for k, v in (release.get('gate') or {}).items() if k != 'raw'),
-        'ready': facts['ready'],
+        'ready': ready_said,
         'generation': {'text': truncate(generation.get('text', ''), GENERATION_TEXT_CHARS),
                        'meta': generation.get('meta_info') or {}},
         # one server over several nodes: which one this is and its nodes by rank; readiness and the generation are
@@ -110,12 +113,13 @@ def manifest(facts):
 
 # wait-ready's exit statuses (gpuserve-sglang wait-ready): 3 not yet (the retries ran out), 4 the unit is not running,
 # 5 nothing listens past the listen timeout; anything else (no rc: the connection failed) means it did not run
-READY_CASES = {3: 'slow', 4: 'stopped', 5: 'no_listen'}
+READY_CASES = {3: 'slow', 4: 'stopped', 5: 'no_listen', 6: 'no_generation'}
 
 
 def ready_case(rc, ct_status):
-    """Which failure a readiness wait that did not end ready is: slow, stopped, no_listen, ct_down (the container
-    itself is not running, per `pct status` on its PVE host) or no_check."""
+    """Which failure a readiness wait that did not end ready is: slow, stopped, no_listen, no_generation (ready, but
+    its first generation failed), ct_down (the container itself is not running, per `pct status` on its PVE host)
+    or no_check."""
     if rc in READY_CASES:
         return READY_CASES[rc]
     if ct_status.startswith('status: ') and ct_status != 'status: running':
@@ -149,6 +153,8 @@ def ready_failure(ready, context):
                 "server's log: %s" % (context['ready_timeout'], context['host'], context['port'], phase, journal))
     if case == 'stopped':
         return 'the server stopped while starting (%s); why: %s' % (phase, journal)
+    if case == 'no_generation':
+        return 'the server is ready but its first generation failed: %s; why: %s' % (phase, journal)
     if case == 'no_listen':
         return ('the server runs but does not serve: %s (sglang_server_listen_timeout; SGLang listens once its model '
                 'is loaded, so raise it if loading takes longer here); why: %s' % (phase, journal))

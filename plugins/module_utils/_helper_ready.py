@@ -1,6 +1,7 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpuserve-sglang wait-ready: /health_generate 200 within a budget, or why not (the unit stopped, nothing listens).
+"""gpuserve-sglang wait-ready: /health_generate 200 within a budget, then one real generation, or why not (the unit
+stopped, nothing listens, the generation failed).
 
 Private to this collection. Part of the container helper's package (_helper_cli.PACKAGE), which the module
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package.
@@ -46,6 +47,26 @@ def _probe(host, port, path, timeout):
         return f"port open, {path} failed: {exc}", None
 
 
+def _generate(host, port, prompt, tokens, timeout):
+    """One real generation: (SGLang's answer, None), or (None, why). Sampled at SGLang's default temperature, as
+    clients ask unless they want greedy: a real EAGLE-3 server without flashinfer answered greedy requests and crashed
+    on its first sampled one. ignore_eos: every token asked for is generated."""
+    body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": tokens, "temperature": 1.0,
+                                                          "ignore_eos": True}}).encode()
+    request = urllib.request.Request(f"http://{host}:{port}/generate", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.build_opener().open(request, timeout=timeout) as resp:
+            answer = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return None, f"/generate answered HTTP {exc.code}: {exc.read()[:300].decode('utf-8', 'replace')}"
+    except (OSError, ValueError) as exc:
+        return None, f"/generate failed: {exc}"
+    if not isinstance(answer, dict) or not isinstance(answer.get("text"), str) or not answer["text"]:
+        return None, f"/generate answered without text: {json.dumps(answer)[:500]}"
+    return answer, None
+
+
 def cmd_wait_ready():
     parser = argparse.ArgumentParser(prog="gpuserve-sglang wait-ready")
     parser.add_argument("--host", default="127.0.0.1")
@@ -56,6 +77,9 @@ def cmd_wait_ready():
     parser.add_argument("--request-timeout", type=float, default=30)
     parser.add_argument("--unit", default="sglang.service")
     parser.add_argument("--listen-timeout", type=float, default=0)
+    parser.add_argument("--generate-prompt", help="once ready, generate from this prompt (no generation without it)")
+    parser.add_argument("--generate-tokens", type=int, default=8)
+    parser.add_argument("--generate-timeout", type=float, default=300)
     opts = parser.parse_args(sys.argv[2:])
 
     start = time.monotonic()
@@ -69,9 +93,14 @@ def cmd_wait_ready():
             return 4
         phase, status = _probe(opts.host, opts.port, opts.path, opts.request_timeout)
         if status == 200:
-            print(json.dumps({"ready": True, "unit": state, "phase": phase, "status": status,
-                              "waited_s": round(time.monotonic() - start, 1)}))
-            return 0
+            said = {"ready": True, "unit": state, "phase": phase, "status": status}
+            if opts.generate_prompt:
+                said["generation"], why = _generate(opts.host, opts.port, opts.generate_prompt, opts.generate_tokens,
+                                                    opts.generate_timeout)
+                if why:
+                    said.update(ready=False, phase=why)
+            print(json.dumps(dict(said, waited_s=round(time.monotonic() - start, 1))))
+            return 0 if said["ready"] else 6
         # Nothing listens on the port: past --listen-timeout seconds from the server's own start (not from this
         # call: the lifecycle calls once a minute), the server is not coming up (SGLang binds once its model loaded).
         if opts.listen_timeout > 0 and phase == "port closed" and state == "active":

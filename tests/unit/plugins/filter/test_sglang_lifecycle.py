@@ -32,8 +32,9 @@ def facts(**kw):
                driver=dict(driver_version="580.159.04"),
                times=dict(begin=1000.0, begin_iso="2026-12-04T13:09:16.949389", stopping=1005.0, stopped=1005.5,
                           started=1008.25, ready=1011.5),
-               done=1022.2055, release=RELEASE, ready=READY, stop=STOP,
-               generation=dict(text="Paris is the capital of France.", meta_info=dict(completion_tokens=8)),
+               done=1022.2055, release=RELEASE, stop=STOP,
+               ready=dict(READY, generation=dict(text="Paris is the capital of France.",
+                                                 meta_info=dict(completion_tokens=8))),
                replica=dict(name="ct101", nnodes=1, nodes=[dict(host="ct101", rank=0)]), node_rank="0",
                through="ct101")
     out.update(kw)
@@ -81,7 +82,7 @@ def test_times_take_epochs_as_text_too():
 
 
 def test_the_defaults_of_an_older_caller():
-    m = sl.manifest(facts(phase=None, run=None, reasons=None, release={}, generation={}, stop=None))
+    m = sl.manifest(facts(phase=None, run=None, reasons=None, release={}, ready=READY, stop=None))
     assert m["phase"] == "deploy" and m["run"] == {} and m["reasons"] == ["restart requested"]
     assert m["release"] == {"killed": [], "timings": {}, "kill_to_pass_s": None, "gate_passed_epoch": None}
     assert m["gate"] == {}
@@ -96,8 +97,8 @@ def test_a_multi_node_manifest_names_its_nodes_by_rank_and_rank_0_as_its_way_in(
 
 @pytest.mark.parametrize("bad, message", [
     ("not a dict", "expected a dict of the lifecycle facts, got str"),
-    ({"service": "s"}, "missing host, state, validation, env_proof, driver, times, done, release, ready, generation, "
-                       "replica, node_rank, through"),
+    ({"service": "s"}, "missing host, state, validation, env_proof, driver, times, done, release, ready, replica, "
+                       "node_rank, through"),
 ])
 def test_a_caller_without_the_facts_is_told_which(bad, message):
     with pytest.raises(AnsibleFilterError, match="sglang_manifest: " + message):
@@ -127,6 +128,9 @@ def said(rc, phase="port closed"):
                               "127.0.0.1:30000 last: HTTP 503; the server's log: " + JOURNAL),
     (said(4, "sglang.service is failed"), {}, "the server stopped while starting (sglang.service is failed); why: "
                                               + JOURNAL),
+    (said(6, "/generate failed: Remote end closed connection without response"), {},
+     "the server is ready but its first generation failed: /generate failed: Remote end closed connection without "
+     "response; why: " + JOURNAL),
     (said(5, "nothing listens on 127.0.0.1:30000 600 s after the server started (listen timeout 600 s)"), {},
      "the server runs but does not serve: nothing listens on 127.0.0.1:30000 600 s after the server started (listen "
      "timeout 600 s) (sglang_server_listen_timeout; SGLang listens once its model is loaded, so raise it if loading "

@@ -266,3 +266,76 @@ def test_probe_against_a_real_server_on_this_machine():
         server.server_close()
         thread.join(5)
     assert _helper_ready._probe("127.0.0.1", port, "/health_generate", 5) == ("port closed", None)
+
+
+def test_wait_ready_generates_once_ready_and_keeps_the_answer(server, monkeypatch, capsys):
+    server(["active"], [("HTTP 503", 503), ("HTTP 200", 200)])
+    asked = []
+    monkeypatch.setattr(_helper_ready, "_generate", lambda *a: asked.append(a) or ({"text": " Paris."}, None))
+    rc, out = wait_ready(monkeypatch, capsys, "--port", "30000", "--generate-prompt", "The capital of France is",
+                         "--generate-tokens", "8")
+    assert rc == 0 and out["ready"] is True and out["generation"] == {"text": " Paris."}
+    assert asked == [("127.0.0.1", 30000, "The capital of France is", 8, 300.0)]  # once, after the 200
+
+
+def test_wait_ready_without_a_prompt_generates_nothing(server, monkeypatch, capsys):
+    server(["active"], [("HTTP 200", 200)])
+    monkeypatch.setattr(_helper_ready, "_generate", lambda *a: pytest.fail("no prompt, no generation"))
+    rc, out = wait_ready(monkeypatch, capsys, "--port", "30000")
+    assert rc == 0 and "generation" not in out
+
+
+def test_a_failed_generation_is_rc_6_with_why(server, monkeypatch, capsys):
+    server(["active"], [("HTTP 200", 200)])
+    monkeypatch.setattr(_helper_ready, "_generate", lambda *a: (None, "/generate failed: Remote end closed connection"))
+    rc, out = wait_ready(monkeypatch, capsys, "--port", "30000", "--generate-prompt", "x")
+    assert rc == 6
+    assert out == {"ready": False, "unit": "active", "phase": "/generate failed: Remote end closed connection",
+                   "status": 200, "generation": None, "waited_s": 0.0}
+
+
+def test_generate_against_a_real_server_on_this_machine():
+    """The generation's POST as it runs in the container (the standard library, no fake): sampled at temperature
+    1.0 with ignore_eos, and each way it can fail: an error status, no text, a connection closed without answer."""
+    import http.server
+    import json
+    import threading
+
+    bodies = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # pylint: disable=invalid-name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append((self.path, body))
+            if body["text"] == "close":
+                self.close_connection = True
+                return
+            status, answer = {"ok": (200, {"text": " Paris.", "meta_info": {"completion_tokens": 8}}),
+                              "empty": (200, {"text": ""}), "error": (500, {"error": "boom"})}[body["text"]]
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    try:
+        assert _helper_ready._generate("127.0.0.1", port, "ok", 8, 5) == (
+            {"text": " Paris.", "meta_info": {"completion_tokens": 8}}, None)
+        assert bodies == [("/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 8, "temperature": 1.0,
+                                                                          "ignore_eos": True}})]
+        assert _helper_ready._generate("127.0.0.1", port, "empty", 8, 5) == (
+            None, '/generate answered without text: {"text": ""}')
+        assert _helper_ready._generate("127.0.0.1", port, "error", 8, 5) == (
+            None, '/generate answered HTTP 500: {"error": "boom"}')
+        answer, why = _helper_ready._generate("127.0.0.1", port, "close", 8, 5)
+        assert answer is None and why.startswith("/generate failed: ")
+    finally:
+        server.shutdown()
+        server.server_close()
