@@ -121,7 +121,8 @@ def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
     pct("touch", STANDIN_FAULT)
     try:
         began = time.monotonic()
-        rc, out = finish(playbook(DEPLOY, "-e", json.dumps(settings)))
+        proc = playbook(DEPLOY, "-e", json.dumps(settings))
+        rc, out = finish(proc)
         took = time.monotonic() - began
     finally:
         pct("rm", "-f", STANDIN_FAULT)  # the start took it; a run that failed before its start leaves it
@@ -129,8 +130,12 @@ def test_a_new_server_that_cannot_serve_is_rolled_back_in_seconds(deployed):
     assert rc != 0 and "the server stopped while starting" in flat, flat[-3000:]
     assert "SIMULATED startup failure" in flat, flat[-3000:]
     assert "Rollback: done: the last verified config is serving again" in flat, flat[-3000:]
+    assert "the restart failed at" in flat and "sglang.service is failed" in flat, flat[-3000:]
     manifest = json.loads(pct("cat", FILES[2]).stdout)
     assert manifest["phase"] == "rollback" and wait_ready()["ready"] is True
     assert "0.75" not in manifest["argv"]  # the last verified config, not the new one
+    # verified by the same lifecycle, and written by this run (what a rollout summary reads)
+    assert manifest["env_proof"]["ok"] and manifest["gate"]["passed"], manifest
+    assert manifest["run"]["pid"] == proc.pid, manifest["run"]
     print("GPUSERVE_BAD_SETTINGS rollback of a server that exits at start: the whole deploy run took %.1f s" % took)
     assert took < 300, "the failed start was noticed only after %.0f s" % took
