@@ -34,10 +34,12 @@
       one reader of "which commit runs, is it dirty" (_git_tree, in this package; sglang_install sends the
       same file): for the restart decision, the manifest and the benchmark. Exit 0, 1 when git fails.
   gpuserve-sglang wait-ready --port P [--host H] [--budget S] [--unit U] [--listen-timeout L]
+          [--generate-prompt T [--generate-tokens N]]
       Wait at most S seconds for /health_generate 200; stop early when the unit is not running, or when nothing
       listens on the port L seconds after the server's main process started. Called once a minute by a retry loop,
-      so a 30-minute load prints a progress line a minute. Exit 0 ready, 3 not yet, 4 the unit is not running,
-      5 not listening after L s.
+      so a 30-minute load prints a progress line a minute. With T, once ready, one generation of N tokens from T,
+      sampled at temperature 1.0, its answer under `generation`. Exit 0 ready, 3 not yet, 4 the unit is not
+      running, 5 not listening after L s, 6 the generation failed.
   gpuserve-sglang stop --port P [--host H] [--unit U] [--drain-timeout S] [--no-drain REASON]
       The lifecycle's stop (_helper_stop says why SGLang's own is slow): the load from GET /v1/loads; nothing in
       flight or nothing listening: SIGKILL to the unit's control group at once; requests in flight: SIGTERM to
