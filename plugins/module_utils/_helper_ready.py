@@ -51,8 +51,8 @@ def _generate(host, port, prompt, tokens, timeout):
     """One real generation: (SGLang's answer, None), or (None, why). Sampled at SGLang's default temperature, as
     clients ask unless they want greedy: a real EAGLE-3 server without flashinfer answered greedy requests and crashed
     on its first sampled one. ignore_eos: every token asked for is generated."""
-    body = json.dumps({"text": prompt, "sampling_params": {"max_new_tokens": tokens, "temperature": 1.0,
-                                                          "ignore_eos": True}}).encode()
+    params = {"max_new_tokens": tokens, "temperature": 1.0, "ignore_eos": True}
+    body = json.dumps({"text": prompt, "sampling_params": params}).encode()
     request = urllib.request.Request(f"http://{host}:{port}/generate", data=body,
                                      headers={"Content-Type": "application/json"})
     try:

@@ -87,7 +87,7 @@ def test_check_mode_takes_no_lock(play):
 def test_a_second_run_fails_naming_the_first(play):
     first = play(pause=20, background=True)
     try:
-        for _ in range(200):
+        for _attempt in range(200):
             if play.status().get("owner", {}).get("run"):
                 break
             subprocess.run(["sleep", "0.1"], check=True)

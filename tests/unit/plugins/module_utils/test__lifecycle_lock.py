@@ -76,8 +76,9 @@ def test_a_lock_left_by_a_run_that_is_gone_is_reported_cleared():
     cleared = {"token": "dddd", "since": "2026-12-06T04:00:00Z", "run": {"host": "laptop-1", "pid": 99}}
     run = helper((0, json.dumps({"acquired": True, "token": "bbbb", "cleared": cleared}), ""))
     assert take(run)[1] == cleared
-    assert ll.cleared_message(cleared) == ("cleared the lifecycle lock of a run that is gone: ansible-playbook PID 99 "
-                                          "on laptop-1 (taken 2026-12-06T04:00:00Z)")
+    assert ll.cleared_message(cleared) == (
+        "cleared the lifecycle lock of a run that is gone: ansible-playbook PID 99 on laptop-1 (taken "
+        "2026-12-06T04:00:00Z)")
     assert ll.cleared_message({}) == "cleared the lifecycle lock of a run that is gone: ansible-playbook PID ? on ? (taken ?)"
 
 

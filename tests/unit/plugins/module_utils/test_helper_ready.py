@@ -273,9 +273,9 @@ def test_wait_ready_generates_once_ready_and_keeps_the_answer(server, monkeypatc
     asked = []
     monkeypatch.setattr(_helper_ready, "_generate", lambda *a: asked.append(a) or ({"text": " Paris."}, None))
     rc, out = wait_ready(monkeypatch, capsys, "--port", "30000", "--generate-prompt", "The capital of France is",
-                         "--generate-tokens", "8")
+                         "--generate-tokens", "8", "--generate-timeout", "12.5")
     assert rc == 0 and out["ready"] is True and out["generation"] == {"text": " Paris."}
-    assert asked == [("127.0.0.1", 30000, "The capital of France is", 8, 300.0)]  # once, after the 200
+    assert asked == [("127.0.0.1", 30000, "The capital of France is", 8, 12.5)]  # once, after the 200
 
 
 def test_wait_ready_without_a_prompt_generates_nothing(server, monkeypatch, capsys):
@@ -287,9 +287,11 @@ def test_wait_ready_without_a_prompt_generates_nothing(server, monkeypatch, caps
 
 def test_a_failed_generation_is_rc_6_with_why(server, monkeypatch, capsys):
     server(["active"], [("HTTP 200", 200)])
-    monkeypatch.setattr(_helper_ready, "_generate", lambda *a: (None, "/generate failed: Remote end closed connection"))
+    asked = []
+    monkeypatch.setattr(_helper_ready, "_generate",
+                        lambda *a: asked.append(a) or (None, "/generate failed: Remote end closed connection"))
     rc, out = wait_ready(monkeypatch, capsys, "--port", "30000", "--generate-prompt", "x")
-    assert rc == 6
+    assert rc == 6 and asked == [("127.0.0.1", 30000, "x", 8, 300)]  # the defaults: 8 tokens, 300 s
     assert out == {"ready": False, "unit": "active", "phase": "/generate failed: Remote end closed connection",
                    "status": 200, "generation": None, "waited_s": 0.0}
 
@@ -300,19 +302,24 @@ def test_generate_against_a_real_server_on_this_machine():
     import http.server
     import json
     import threading
+    import time
 
     bodies = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # pylint: disable=invalid-name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            bodies.append((self.path, body))
+            bodies.append((self.path, self.headers["Content-Type"], body))
             if body["text"] == "close":
                 self.close_connection = True
                 return
+            if body["text"] == "slow":
+                time.sleep(1.5)
             status, answer = {"ok": (200, {"text": " Paris.", "meta_info": {"completion_tokens": 8}}),
-                              "empty": (200, {"text": ""}), "error": (500, {"error": "boom"})}[body["text"]]
-            data = json.dumps(answer).encode()
+                              "empty": (200, {"text": ""}), "error": (500, {"error": "boom"}),
+                              "bytes": (500, None), "slow": (200, {"text": "late"}),
+                              "long": (200, {"text": "", "pad": "x" * 600})}[body["text"]]
+            data = json.dumps(answer).encode() if answer else b"\xff boom"
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -328,12 +335,19 @@ def test_generate_against_a_real_server_on_this_machine():
     try:
         assert _helper_ready._generate("127.0.0.1", port, "ok", 8, 5) == (
             {"text": " Paris.", "meta_info": {"completion_tokens": 8}}, None)
-        assert bodies == [("/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 8, "temperature": 1.0,
-                                                                          "ignore_eos": True}})]
+        params = {"max_new_tokens": 8, "temperature": 1.0, "ignore_eos": True}
+        assert bodies == [("/generate", "application/json", {"text": "ok", "sampling_params": params})]
         assert _helper_ready._generate("127.0.0.1", port, "empty", 8, 5) == (
             None, '/generate answered without text: {"text": ""}')
         assert _helper_ready._generate("127.0.0.1", port, "error", 8, 5) == (
             None, '/generate answered HTTP 500: {"error": "boom"}')
+        assert _helper_ready._generate("127.0.0.1", port, "bytes", 8, 5) == (
+            None, "/generate answered HTTP 500: \ufffd boom")  # not UTF-8: replaced, never an exception
+        long = json.dumps({"text": "", "pad": "x" * 600})
+        assert _helper_ready._generate("127.0.0.1", port, "long", 8, 5) == (
+            None, "/generate answered without text: " + long[:500])  # 500 characters of it
+        answer, why = _helper_ready._generate("127.0.0.1", port, "slow", 8, 0.3)
+        assert answer is None and why.startswith("/generate failed: ") and "timed out" in why  # its own timeout
         answer, why = _helper_ready._generate("127.0.0.1", port, "close", 8, 5)
         assert answer is None and why.startswith("/generate failed: ")
     finally:
