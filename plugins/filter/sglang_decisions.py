@@ -227,6 +227,8 @@ def state(result, paths, installed=None):
         'manifest': read.get('manifest') or {},
         # with --startup (the lifecycle's read for the manifest): where the last start went, phase by phase
         'startup': read.get('startup') or {},
+        # with --driver (the same read): the NVIDIA driver version every GPU reports
+        'driver': (read.get('driver') or {}).get('driver_version'),
     }
 
 

@@ -37,15 +37,15 @@ def need(facts, *keys):
 def manifest(facts):
     """The deployment manifest of one node (sglang-manifest.json), from the facts the lifecycle gathered:
     service, host, phase, run, reasons, src, entrypoint, env, state (tasks/state.yml's reading: main_pid, since,
-    commit, dirty, changes, args_sha1, unit_sha1, env_sha1), validation (validate-args' answer: argv,
-    sglang_version), env_proof (env-proof's answer), driver (the driver command's answer), times (begin, begin_iso,
+    commit, dirty, changes, args_sha1, unit_sha1, env_sha1, driver), validation (validate-args' answer: argv,
+    sglang_version), env_proof (env-proof's answer), times (begin, begin_iso,
     stopping, stopped, started, ready: epochs; no `stopped` when gpu_release ran the stop, whose timings then have
     stop_s), done (epoch), stop (gpuserve-sglang stop's answer), release (gpu_release's result), ready (rank 0's
     wait-ready answer, with its /generate answer under generation), replica (name, nnodes, nodes), node_rank,
     through."""
     if not isinstance(facts, dict):
         raise AnsibleFilterError('sglang_manifest: expected a dict of the lifecycle facts, got %s' % type(facts).__name__)
-    need(facts, 'service', 'host', 'state', 'validation', 'env_proof', 'driver', 'times', 'done', 'release', 'ready',
+    need(facts, 'service', 'host', 'state', 'validation', 'env_proof', 'times', 'done', 'release', 'ready',
          'replica', 'node_rank', 'through')
     state, times, release = facts['state'], facts['times'], facts['release'] or {}
     proof, replica = facts['env_proof'], facts['replica']
@@ -77,7 +77,7 @@ def manifest(facts):
         'env_proof': {'ok': proof['ok'], 'processes': len(proof['processes']), 'schedulers': proof['schedulers'],
                       'control_group': proof['control_group']},
         'files': {'args_sha1': state['args_sha1'], 'unit_sha1': state['unit_sha1'], 'env_sha1': state['env_sha1']},
-        'driver': facts['driver'].get('driver_version'),
+        'driver': state['driver'],
         'times': {
             'begin': times['begin_iso'],
             'done': iso(done),

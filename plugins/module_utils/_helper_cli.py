@@ -49,18 +49,21 @@
   gpuserve-sglang start [--unit U]
       The lifecycle's start: daemon-reload only when systemd needs it, then `systemctl start` (the unit's gate
       runs first). Exit 0 started, 1 not.
-  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--startup]
+  gpuserve-sglang state --unit U --src DIR [--file PATH...] [--manifest PATH] [--python PATH] [--startup] [--driver]
       Everything the restart decision reads, in one call: the tree as `source` reads it, sha1 of each file
       (the same checksum Ansible's stat returns), the manifest, the unit's state; with --startup, where the
-      unit's last start went (its journal read by _startup_log: imports, weight load, CUDA graphs, warm-up).
-  gpuserve-sglang driver [--nvidia-smi PATH] [--timeout S]
-      The NVIDIA driver version every GPU in this container reports, for the manifest: the collection's own
-      nvidia-smi query and parser (_nvidia_smi, in this package), under coreutils timeout. {"driver_version"}.
+      unit's last start went (its journal read by _startup_log: imports, weight load, CUDA graphs, warm-up); with
+      --driver, the NVIDIA driver version every GPU reports ({"driver_version"}, or {"error"} and exit 1), read by
+      the collection's own nvidia-smi query and parser (_nvidia_smi).
   gpuserve-sglang gate [--expected-count N] [--max-used-mib M] [--timeout S]
       ExecStartPre of sglang.service: the zero-memory gate on this container's GPUs (every GPU its nvidia-smi
       lists, exactly N of them when N is given), so `systemctl restart`, a boot or a crash restart never launches on GPUs that
       still hold memory. It is the collection's own gate (_gate.run_gate and _nvidia_smi, in this
       package), run with _helper_gate's runner. Exit 0 passed, 1 not (the message names the holders and what to do).
+  gpuserve-sglang config keep|restore --dir D --file NAME=PATH [--file NAME=PATH...]
+      The config pair copied all or nothing (_helper_config says why): keep copies each PATH to D/NAME, restore
+      each D/NAME back to PATH, each through a temporary file and a rename. A source missing: nothing is written,
+      exit 3 with {"missing"}. Exit 0 with {"copied", "unchanged"}.
   gpuserve-sglang lock acquire --owner-json J [--path P] [--ttl S] [--wait S] [--steal TOKEN]
   gpuserve-sglang lock release --token T [--path P]
   gpuserve-sglang lock status [--path P]
@@ -81,9 +84,10 @@ import importlib
 import os
 import sys
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_config import cmd_config
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_env import cmd_env_proof, cmd_worker_env
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_exec import cmd_exec
-from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_gate import cmd_driver, cmd_gate
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_gate import cmd_gate
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_lock import cmd_lock
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_ready import cmd_wait_ready
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_state import cmd_source, cmd_state
@@ -93,8 +97,8 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._python_script imp
 
 # Every module_utils file the installed helper imports (the closure of this file's imports), installed as they are.
 PACKAGE = (
-    "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py", "_helper_env.py",
-    "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
+    "_helper_cli.py", "_helper_config.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py",
+    "_helper_validate.py", "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
     "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_nvidia_userspace.py", "_git_tree.py",
     "_startup_log.py", "_install_fingerprint.py", "_fingerprint_probe.py", "_python_script.py", "_speculative.py",
 )
@@ -134,7 +138,7 @@ def files(lib, path, python):
 
 COMMANDS = {
     "gate": cmd_gate,
-    "driver": cmd_driver,
+    "config": cmd_config,
     "lock": cmd_lock,
     "validate-args": cmd_validate_args,
     "env-proof": cmd_env_proof,

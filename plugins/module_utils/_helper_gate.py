@@ -1,6 +1,6 @@
 # Copyright: gpuserve engineers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpuserve-sglang gate and driver: the unit's ExecStartPre zero-memory gate and the driver version, with the
+"""gpuserve-sglang gate, and the driver version state reads: the unit's ExecStartPre zero-memory gate, with the
 collection's own gate (_gate.run_gate) and nvidia-smi queries (_nvidia_smi), run here by the helper's runner
 (_helper_run.LocalRunner). A gate that cannot read because the PVE host's driver changed under this container's
 userspace (a driver update, then the host's reboot) names both versions and the playbook that fixes it.
@@ -22,23 +22,15 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import
 # pylint: disable=ansible-bad-function
 
 
-def cmd_driver():
-    """driver: the NVIDIA driver version every GPU reports, read with the collection's own query and parser
-    (_nvidia_smi). Prints {"driver_version": V}; {"error": ...} and exit 1 when nvidia-smi
-    fails, hangs past --timeout, or the GPUs disagree."""
-    parser = argparse.ArgumentParser(prog="gpuserve-sglang driver")
-    parser.add_argument("--nvidia-smi", default="nvidia-smi")
-    parser.add_argument("--timeout", type=float, default=10)
-    opts = parser.parse_args(sys.argv[2:])
-    res = LocalRunner().run(_nvidia_smi.driver_query(opts.nvidia_smi), opts.timeout)
+def driver_version(nvidia_smi="nvidia-smi", timeout=10):
+    """The NVIDIA driver version every GPU reports, read with the collection's own query and parser (_nvidia_smi):
+    {"driver_version": V}, or {"error": ...} when nvidia-smi fails, hangs past timeout, or the GPUs disagree."""
+    res = LocalRunner().run(_nvidia_smi.driver_query(nvidia_smi), timeout)
     try:
         _nvidia_smi.check_result(res, "nvidia-smi driver_version query")
-        version = _nvidia_smi.parse_driver_version(res.out)
+        return {"driver_version": _nvidia_smi.parse_driver_version(res.out)}
     except _nvidia_smi.SmiError as exc:
-        print(json.dumps({"error": exc.msg}))
-        return 1
-    print(json.dumps({"driver_version": version}))
-    return 0
+        return {"error": exc.msg}
 
 
 MISMATCH_ADVICE = (

@@ -8,7 +8,8 @@ Private to this collection. Part of the container helper's package (_helper_cli.
 gpuserve.sglang.sglang_helper installs: stdlib only at load, and it imports only files of that package. The tree is
 read by the collection's one reader, _git_tree (sglang_install sends the same file ahead of its state script);
 _helper_validate takes _git_source from here. With --startup, the last start's phases from the unit's journal
-(_startup_log, the one reader of SGLang's startup log), for the manifest.
+(_startup_log, the one reader of SGLang's startup log), and with --driver the NVIDIA driver version
+(_helper_gate.driver_version), for the manifest.
 """
 import argparse
 import hashlib
@@ -17,6 +18,7 @@ import os
 import sys
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _git_tree, _startup_log
+from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_gate import driver_version
 from ansible_collections.gpuserve.sglang.plugins.module_utils._helper_run import properties, run
 
 # The journal lines read for the last start: SGLang logs a few hundred lines to "fired up" at tp 1 (2026-12-03, H200),
@@ -69,6 +71,7 @@ def cmd_state():
     parser.add_argument("--manifest")
     parser.add_argument("--python")
     parser.add_argument("--startup", action="store_true")
+    parser.add_argument("--driver", action="store_true")
     opts = parser.parse_args(sys.argv[2:])
     result = {"git": {}, "files": {}, "manifest": None, "unit": {}, "boot": {}, "python_exists": None}
 
@@ -94,5 +97,10 @@ def cmd_state():
         result["python_exists"] = os.access(opts.python, os.X_OK)
     if opts.startup:
         result["startup"] = startup(opts.unit)
+    if opts.driver:
+        # a driver that cannot be read (nvidia-smi failed, hung, or the GPUs disagree) fails the lifecycle's read
+        result["driver"] = driver_version()
+        if "error" in result["driver"]:
+            result["error"] = result["driver"]["error"]
     print(json.dumps(result))
-    return 0
+    return 1 if "error" in result else 0

@@ -159,6 +159,7 @@ if answer.get("sleep"):
     import time
     time.sleep(answer["sleep"])
 sys.stdout.write(answer.get("out", ""))
+sys.stderr.write(answer.get("err", ""))
 sys.exit(answer.get("rc", 0))
 '''
 

@@ -314,20 +314,22 @@ def test_the_state_call_read():
         "started_at_boot": True, "helper_ok": True, "commit": "c" * 40, "dirty": True, "changes": ["x%d" % i for i in range(20)],
         "git_error": "", "active": True, "active_state": "active", "enabled": True, "main_pid": 4242, "since": "then",
         "args_sha1": "a1", "unit_sha1": "u1", "env_sha1": "e1", "env_file_exists": True, "python_exists": True,
-        "manifest": MANIFEST, "startup": {}}
+        "manifest": MANIFEST, "startup": {}, "driver": None}
 
 
-def test_the_state_call_passes_where_the_start_went():
+def test_the_state_call_passes_where_the_start_went_and_the_driver():
     startup = {"phases": [{"phase": "imports", "s": 13.8, "from": "exec"}], "total_s": 13.8}
-    got = sd.state({"rc": 0, "stdout": json.dumps(dict(READ, startup=startup))}, PATHS)
-    assert got["startup"] == startup
+    read = dict(READ, startup=startup, driver={"driver_version": "580.159.04"})
+    got = sd.state({"rc": 0, "stdout": json.dumps(read)}, PATHS)
+    assert (got["startup"], got["driver"]) == (startup, "580.159.04")
 
 
 def test_a_helper_not_installed_yet_reads_as_nothing_deployed():
     assert sd.state({"rc": 2, "stdout": json.dumps(READ)}, PATHS, {"commit": "p" * 40, "dirty": False}) == {
         "started_at_boot": False, "helper_ok": False, "commit": "p" * 40, "dirty": False, "changes": [], "git_error": "", "active": False,
         "active_state": "unknown", "enabled": False, "main_pid": 0, "since": "", "args_sha1": "", "unit_sha1": "",
-        "env_sha1": "", "env_file_exists": False, "python_exists": False, "manifest": {}, "startup": {}}
+        "env_sha1": "", "env_file_exists": False, "python_exists": False, "manifest": {}, "startup": {},
+        "driver": None}
     assert sd.state({"rc": 2}, PATHS)["commit"] == "unknown"
 
 

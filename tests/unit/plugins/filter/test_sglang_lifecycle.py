@@ -12,7 +12,8 @@ from ansible_collections.gpuserve.sglang.plugins.filter import sglang_lifecycle 
 STATE = dict(helper_ok=True, commit="c" * 40, dirty=False, changes=[], git_error="", active=True, active_state="active",
              enabled=True, main_pid=4242, since="Fri 2026-12-04 13:09:25 UTC", args_sha1="a1", unit_sha1="u1",
              env_sha1="e1", env_file_exists=True, python_exists=True, manifest={},
-             startup=dict(phases=[dict(phase="imports", s=13.836, **{"from": "exec"})], total_s=39.8))
+             startup=dict(phases=[dict(phase="imports", s=13.836, **{"from": "exec"})], total_s=39.8),
+             driver="580.159.04")
 GATE = dict(backend="nvidia-smi", passed=True, polls=1, elapsed_s=0.0573, raw="0, GPU-..., 0, 143771\n", gpus=[])
 RELEASE = dict(changed=True, killed=[dict(pid=230, signal="TERM")], timings=dict(term_s=0.5), kill_to_pass_s=0.7,
                gate=GATE, failed=False)
@@ -29,7 +30,6 @@ def facts(**kw):
                env=dict(NCCL_PROTO="LL"), state=STATE,
                validation=dict(ok=True, argv=["--tp-size", "8"], sglang_version="0.5.23"),
                env_proof=dict(ok=True, processes=[{}, {}, {}], schedulers=2, control_group="/system.slice/sglang.service"),
-               driver=dict(driver_version="580.159.04"),
                times=dict(begin=1000.0, begin_iso="2026-12-04T13:09:16.949389", stopping=1005.0, stopped=1005.5,
                           started=1008.25, ready=1011.5),
                done=1022.2055, release=RELEASE, stop=STOP,
@@ -97,7 +97,7 @@ def test_a_multi_node_manifest_names_its_nodes_by_rank_and_rank_0_as_its_way_in(
 
 @pytest.mark.parametrize("bad, message", [
     ("not a dict", "expected a dict of the lifecycle facts, got str"),
-    ({"service": "s"}, "missing host, state, validation, env_proof, driver, times, done, release, ready, replica, "
+    ({"service": "s"}, "missing host, state, validation, env_proof, times, done, release, ready, replica, "
                        "node_rank, through"),
 ])
 def test_a_caller_without_the_facts_is_told_which(bad, message):

@@ -20,7 +20,7 @@ from ansible_collections.gpuserve.sglang.tests.support.sglang_helper import (
 
 # ---------------------------------------------------------------------------------------------------- main / usage
 
-USAGE = "usage: gpuserve-sglang {exec,gate,driver,lock,validate-args,env-proof,worker-env,source,wait-ready,state,stop,start} ...\n"
+USAGE = "usage: gpuserve-sglang {exec,gate,config,lock,validate-args,env-proof,worker-env,source,wait-ready,state,stop,start} ...\n"
 
 
 @pytest.mark.parametrize("argv", [[], ["restart"], ["EXEC"]])
@@ -97,7 +97,7 @@ def test_files_are_read_as_utf8_whatever_the_locale(monkeypatch, capsys, tmp_pat
 
 def test_the_package_is_the_helper_files_and_the_collection_code_they_run():
     assert _helper_cli.PACKAGE == (
-        "_helper_cli.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py",
+        "_helper_cli.py", "_helper_config.py", "_helper_exec.py", "_helper_gate.py", "_helper_lock.py", "_helper_validate.py",
         "_helper_env.py", "_helper_ready.py", "_helper_state.py", "_helper_stop.py", "_helper_run.py",
         "_gate.py", "_gpu_health.py", "_gpu_map.py", "_nvidia_smi.py", "_nvidia_userspace.py", "_git_tree.py",
         "_startup_log.py",

@@ -151,6 +151,23 @@ def test_a_mismatch_without_the_drivers_version_file_says_which_file_it_could_no
     assert "driver is unknown (%s unread) and this container's NVIDIA userspace is 580.159" % (tmp_path / "none") in err
 
 
+def test_a_mismatch_said_on_stderr_without_the_library_version_says_unknown(smi, monkeypatch, capsys, tmp_path):
+    proc = tmp_path / "version"
+    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build\n")
+    fake = smi([{"err": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
+    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(proc))
+    assert rc == 1
+    assert out["driver_mismatch"] == {"host": "590.48.01", "userspace": None}
+    assert "driver is 590.48.01 and this container's NVIDIA userspace is unknown (Driver/library" in err
+
+
+def test_gate_usage_names_the_subcommand(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "gate", "--bogus"])
+    with pytest.raises(SystemExit) as exc:
+        _helper_cli.main()
+    assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: gpuserve-sglang gate ")
+
+
 def test_another_driver_error_keeps_the_lifecycles_advice(smi, monkeypatch, capsys, tmp_path):
     proc = tmp_path / "version"
     proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build\n")
@@ -234,14 +251,9 @@ def test_the_installed_package_is_the_whole_gate_without_ansible(tmp_path, smi):
     assert json.loads(out.stdout)["polls"] == 2
 
 
-def driver(monkeypatch, capsys, *argv):
-    return run_json(monkeypatch, capsys, "driver", *argv)[:2]
-
-
-def test_driver_reads_the_one_version_with_the_collections_query(smi, monkeypatch, capsys):
+def test_driver_reads_the_one_version_with_the_collections_query(smi):
     fake = smi([{"out": "580.159.04\n" * 8}])
-    rc, out = driver(monkeypatch, capsys, "--nvidia-smi", fake)
-    assert (rc, out) == (0, {"driver_version": "580.159.04"})
+    assert _helper_gate.driver_version(fake) == {"driver_version": "580.159.04"}
     assert smi.log() == [{"argv": ["--query-gpu=driver_version", "--format=csv,noheader"],
                           "lc_all": "C", "stdin": "/dev/null"}]
 
@@ -249,20 +261,18 @@ def test_driver_reads_the_one_version_with_the_collections_query(smi, monkeypatc
 # The stand-in is a Python program: under CI's load (ansible-test units at nice 19 beside the lab's lanes) its start
 # alone took more than 0.5 s, so only the hung case has a short timeout.
 @pytest.mark.parametrize("answer, timeout, says", [
-    ({"out": "580.159.04\n570.86.15\n"}, "30", "expected one version for every GPU"),
-    ({"out": "No devices were found\n"}, "30", "expected one version for every GPU"),
-    ({"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}, "30",
-     "failed (rc 18): the loaded kernel module and the NVIDIA userspace differ"),
-    ({"out": "", "rc": 0, "sleep": 30}, "0.5", "did not answer within its timeout"),
+    ({"out": "580.159.04\n570.86.15\n"}, 30, "expected one version for every GPU"),
+    ({"out": "No devices were found\n"}, 30, "expected one version for every GPU"),
+    ({"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}, 30,
+     "nvidia-smi driver_version query failed (rc 18): the loaded kernel module and the NVIDIA userspace differ"),
+    ({"out": "", "rc": 0, "sleep": 30}, 0.5, "did not answer within its timeout"),
 ])
-def test_driver_fails_with_the_reason_when_the_read_cannot_be_trusted(smi, monkeypatch, capsys, answer, timeout, says):
-    fake = smi([answer])
-    rc, out = driver(monkeypatch, capsys, "--nvidia-smi", fake, "--timeout", timeout)
-    assert rc == 1
-    assert set(out) == {"error"} and says in out["error"]
+def test_driver_says_why_when_the_read_cannot_be_trusted(smi, answer, timeout, says):
+    got = _helper_gate.driver_version(smi([answer]), timeout)
+    assert set(got) == {"error"} and says in got["error"]
 
 
-def test_driver_defaults_the_collections_query_and_its_timeout(monkeypatch, capsys):
+def test_driver_defaults_the_collections_query_and_its_timeout(monkeypatch):
     calls = {}
 
     def run(self, argv, timeout):
@@ -270,18 +280,5 @@ def test_driver_defaults_the_collections_query_and_its_timeout(monkeypatch, caps
         return _helper_run.Result(argv, 0, "580.159.04\n", "")
 
     monkeypatch.setattr(_helper_run.LocalRunner, "run", run)
-    assert driver(monkeypatch, capsys) == (0, {"driver_version": "580.159.04"})
+    assert _helper_gate.driver_version() == {"driver_version": "580.159.04"}
     assert calls == {"run": (["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10)}
-
-
-def test_driver_names_the_query_that_failed(smi, monkeypatch, capsys):
-    fake = smi([{"out": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
-    rc, out = driver(monkeypatch, capsys, "--nvidia-smi", fake)
-    assert rc == 1 and out["error"].startswith("nvidia-smi driver_version query failed (rc 18): ")
-
-
-def test_driver_usage_names_the_subcommand(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["gpuserve-sglang", "driver", "--bogus"])
-    with pytest.raises(SystemExit) as exc:
-        _helper_cli.main()
-    assert exc.value.code == 2 and capsys.readouterr().err.startswith("usage: gpuserve-sglang driver ")

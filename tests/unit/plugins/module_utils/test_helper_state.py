@@ -123,6 +123,26 @@ def test_state_says_when_the_journal_cannot_be_read(monkeypatch, capsys):
     assert rc == 0 and out["startup"] == {"error": "journalctl failed (rc 1): No journal files were found."}
 
 
+def test_state_keeps_300_characters_of_the_journals_error(monkeypatch, capsys):
+    fake_commands(monkeypatch, [], {"git": completed("# branch.oid (initial)\n# branch.head main\n"),
+                                    "systemctl": completed(SHOW), "timeout": completed("", "x" * 400, 1)})
+    _rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", "/x", "--startup")
+    assert out["startup"] == {"error": "journalctl failed (rc 1): " + "x" * 300}
+
+
+@pytest.mark.parametrize("said, rc", [
+    ({"driver_version": "580.159.04"}, 0),
+    # a hung or mismatched driver fails the lifecycle's read, its reason at the top for the rollback's message
+    ({"error": "nvidia-smi driver_version query did not answer within its timeout"}, 1),
+])
+def test_state_reads_the_driver_version_and_fails_when_it_cannot(monkeypatch, capsys, said, rc):
+    fake_commands(monkeypatch, [], {"git": completed("# branch.oid (initial)\n# branch.head main\n"),
+                                    "systemctl": completed(SHOW)})
+    monkeypatch.setattr(_helper_state, "driver_version", lambda: said)
+    got_rc, out, _err = run_json(monkeypatch, capsys, "state", "--unit", "sglang.service", "--src", "/x", "--driver")
+    assert (got_rc, out["driver"], out.get("error")) == (rc, said, said.get("error"))
+
+
 def test_state_reads_a_real_git_tree(monkeypatch, capsys, tmp_path):
     git, head = commit_tree(tmp_path, {"a.py": "a = 1\n"})
     (tmp_path / "a.py").write_text("a = 2\n")

@@ -146,7 +146,7 @@ def helper(capsys, where):
 def test_the_installed_helper_runs_without_ansible(helper):
     out = run(helper)
     assert out.returncode == 64 and out.stderr == (
-        "usage: gpuserve-sglang {exec,gate,driver,lock,validate-args,env-proof,worker-env,source,wait-ready,state,stop,start} ...\n")
+        "usage: gpuserve-sglang {exec,gate,config,lock,validate-args,env-proof,worker-env,source,wait-ready,state,stop,start} ...\n")
     # executed, as the benchmark runs it: its interpreter line
     out = subprocess.run([helper, "lock", "status", "--path", "/nonexistent/lock"], capture_output=True, text=True,
                          check=False, timeout=60)
