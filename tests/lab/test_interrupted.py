@@ -114,8 +114,9 @@ def check_state_files():
                        ("sglang.service", "/etc/systemd/system/sglang.service")):
         kept = pct("cat", "%s/last-good/%s" % (STATE_DIR, name)).stdout
         assert kept and kept == pct("cat", live).stdout, "last-good/%s differs from %s" % (name, live)
-    # Ansible's copy writes a temporary file beside its destination and renames it (atomic_move)
-    stray = pct("find", STATE_DIR, "/etc/gpuserve", "-name", ".ansible_tmp*").stdout.split()
+    # Ansible's copy and `gpuserve-sglang config` write a temporary file beside the destination, then rename it
+    stray = pct("find", STATE_DIR, "/etc/gpuserve", "(", "-name", ".ansible_tmp*", "-o", "-name", "*.gpuserve-tmp",
+                ")").stdout.split()
     assert stray == [], "temporary files left beside the state: %s" % stray
     return json.loads(pct("cat", "%s/sglang-manifest.json" % STATE_DIR).stdout)
 

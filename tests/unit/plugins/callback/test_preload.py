@@ -45,4 +45,3 @@ def test_a_plugin_that_cannot_load_does_not_stop_the_run_or_the_others(loads, mo
     monkeypatch.setattr(preload.connection_loader, 'get', broken)
     preload.CallbackModule()
     assert [call[1] for call in loads] == [name for _loader, name in preload.PRELOAD]
-

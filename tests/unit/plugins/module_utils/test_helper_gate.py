@@ -125,12 +125,17 @@ def test_fails_closed_on_a_driver_error_with_rc_and_output(smi, monkeypatch, cap
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.159\n"
 
 
-def test_a_driver_changed_under_the_userspace_names_both_versions_and_the_playbook(smi, monkeypatch, capsys, tmp_path):
+def loaded_driver(tmp_path):
+    """The loaded kernel module's version file (/proc/driver/nvidia/version), as the gate reads it."""
     proc = tmp_path / "version"
     proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build  (dvs)\n")
+    return str(proc)
+
+
+def test_a_driver_changed_under_the_userspace_names_both_versions_and_the_playbook(smi, monkeypatch, capsys, tmp_path):
     fake = smi([{"out": MISMATCH, "rc": 18}])
     rc, out, err = gate(monkeypatch, capsys, "--expected-count", "8", "--nvidia-smi", fake,
-                        "--driver-version-file", str(proc))
+                        "--driver-version-file", loaded_driver(tmp_path))
     assert rc == 1
     assert out["driver_mismatch"] == {"host": "590.48.01", "userspace": "580.159"}
     assert out["passed"] is False and out["rc"] == 18
@@ -152,10 +157,8 @@ def test_a_mismatch_without_the_drivers_version_file_says_which_file_it_could_no
 
 
 def test_a_mismatch_said_on_stderr_without_the_library_version_says_unknown(smi, monkeypatch, capsys, tmp_path):
-    proc = tmp_path / "version"
-    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build\n")
     fake = smi([{"err": "Failed to initialize NVML: Driver/library version mismatch\n", "rc": 18}])
-    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(proc))
+    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", loaded_driver(tmp_path))
     assert rc == 1
     assert out["driver_mismatch"] == {"host": "590.48.01", "userspace": None}
     assert "driver is 590.48.01 and this container's NVIDIA userspace is unknown (Driver/library" in err
@@ -169,10 +172,8 @@ def test_gate_usage_names_the_subcommand(monkeypatch, capsys):
 
 
 def test_another_driver_error_keeps_the_lifecycles_advice(smi, monkeypatch, capsys, tmp_path):
-    proc = tmp_path / "version"
-    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build\n")
     fake = smi([{"out": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "rc": 9}])
-    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", str(proc))
+    rc, out, err = gate(monkeypatch, capsys, "--nvidia-smi", fake, "--driver-version-file", loaded_driver(tmp_path))
     assert rc == 1
     assert "driver_mismatch" not in out
     assert err.startswith("gpuserve-sglang gate: not starting, nvidia-smi failed (rc 9): nvidia-smi cannot reach")
